@@ -1,0 +1,1 @@
+"""Database access: embedded cluster or DSN, server checks, migrations, the pool."""

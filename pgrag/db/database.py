@@ -1,0 +1,80 @@
+"""Opening the database: resolve the DSN, check the server, migrate, open the pool."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.db import migrations
+from pgrag.db.embedded import start_embedded
+from pgrag.db.server_check import ServerInfo, ensure_server_ready
+from pgrag.errors import DatabaseError
+from pgrag.settings import Settings
+
+
+def resolve_dsn(settings: Settings) -> str:
+    """The configured DSN, or the embedded cluster's (started on demand)."""
+    if settings.database_url:
+        return settings.database_url
+    return start_embedded(settings.home)
+
+
+async def connect(dsn: str) -> psycopg.AsyncConnection:
+    try:
+        return await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(
+            f"cannot connect to PostgreSQL: {reason}. Check PGRAG_DATABASE_URL "
+            "(host, port, user, password, database) or unset it to use the embedded database."
+        ) from exc
+
+
+async def prepare(dsn: str, *, run_migrations: bool = True) -> ServerInfo:
+    """Check the server and bring the schema up to date."""
+    conn = await connect(dsn)
+    try:
+        info = await ensure_server_ready(conn)
+        if run_migrations:
+            await migrations.migrate(conn)
+        return info
+    finally:
+        await conn.close()
+
+
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    await register_vector_async(conn)
+
+
+@dataclass
+class Database:
+    dsn: str
+    pool: AsyncConnectionPool
+    server: ServerInfo
+
+
+@contextlib.asynccontextmanager
+async def open_database(
+    settings: Settings, *, min_size: int = 1, max_size: int = 10, dsn: str | None = None
+) -> AsyncIterator[Database]:
+    dsn = dsn or resolve_dsn(settings)
+    info = await prepare(dsn)
+    pool = AsyncConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        configure=_configure,
+        kwargs={"autocommit": True},
+        timeout=30,
+    )
+    await pool.open(wait=True, timeout=30)
+    try:
+        yield Database(dsn=dsn, pool=pool, server=info)
+    finally:
+        await pool.close()

@@ -1,0 +1,62 @@
+"""Checks that the server we talk to can run pgrag (PG version, pgvector >= 0.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+from pgrag.errors import DatabaseError
+
+MIN_SERVER_VERSION = 140000
+MIN_PGVECTOR = (0, 7)
+
+AVAILABLE_VECTOR_SQL = (
+    "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
+)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    server_version: str
+    server_version_num: int
+    pgvector_version: str
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
+    """Verify versions and create the vector extension if allowed; explain how to fix it."""
+    num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
+    version = (await (await conn.execute("SHOW server_version")).fetchone())[0]
+    if num < MIN_SERVER_VERSION:
+        raise DatabaseError(
+            f"PostgreSQL {version} is too old: pgrag needs 14 or newer "
+            "(unset PGRAG_DATABASE_URL to use the embedded PostgreSQL 18)."
+        )
+    row = await (await conn.execute(AVAILABLE_VECTOR_SQL)).fetchone()
+    if row is None:
+        raise DatabaseError(
+            "the pgvector extension is not installed on this server: install it "
+            "(e.g. apt install postgresql-17-pgvector, or use the pgvector/pgvector image) "
+            "or unset PGRAG_DATABASE_URL to use the embedded PostgreSQL with pgvector."
+        )
+    default_version, installed = row
+    if installed is None:
+        try:
+            async with conn.transaction():
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(
+                "pgvector is available but not enabled and this user may not create it: "
+                "ask a superuser to run CREATE EXTENSION vector; in this database."
+            ) from exc
+        installed = default_version
+    if _version_tuple(installed) < MIN_PGVECTOR:
+        raise DatabaseError(
+            f"pgvector {installed} is too old: pgrag needs 0.7 or newer "
+            "(ALTER EXTENSION vector UPDATE; after installing a newer pgvector)."
+        )
+    return ServerInfo(version, num, installed)

@@ -1,0 +1,107 @@
+"""Configuration from the environment (SPEC §2); every field is also a CLI flag."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pgrag.errors import ConfigError
+
+KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
+LOCAL_MODEL = "local/multilingual-e5-small"
+
+
+def default_home() -> Path:
+    return Path(platformdirs.user_data_dir("pgrag", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Every variable of SPEC §2, plus the tuning knobs the issues name."""
+
+    model_config = SettingsConfigDict(env_prefix="PGRAG_", extra="ignore", frozen=True)
+
+    database_url: str | None = Field(
+        None, description="DSN of an existing Postgres; unset starts an embedded cluster"
+    )
+    home: Path = Field(
+        default_factory=default_home, description="embedded cluster, caches (~/.local/share/pgrag)"
+    )
+    embedding_model: str = Field(
+        LOCAL_MODEL,
+        description="`local/multilingual-e5-small` or any litellm model, e.g. `openai/text-embedding-3-small`",
+    )
+    embedding_api_base: str | None = Field(None, description="passed to litellm as api_base")
+    embedding_api_key: str | None = Field(None, description="passed to litellm as api_key")
+    embedding_dimensions: int | None = Field(
+        None, ge=1, le=16000, description="ask the provider for this many dimensions (litellm)"
+    )
+    embedding_batch_size: int = Field(32, ge=1, le=2048, description="texts per provider call")
+    embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
+    embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
+    embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
+    toolsets: str = Field("core", description="comma list of: " + ", ".join(KNOWN_TOOLSETS))
+    read_only: bool | None = Field(
+        None, description="refuse write tools; default true for HTTP, false for the CLI"
+    )
+    api_keys: str | None = Field(
+        None, description="comma list of bearer keys for HTTP, `key=coll1|coll2` limits a key"
+    )
+    search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
+    return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
+    default_content_mode: Literal["smart_extract", "full"] = Field(
+        "smart_extract", description="`smart_extract` or `full`"
+    )
+    searxng_url: str | None = Field(None, description="enables `web_search`")
+    collection: str = Field("default", min_length=1, max_length=200, description="default collection")
+    chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
+    chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    log_format: Literal["text", "json"] = Field("text", description="`text` or `json` logs")
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        unknown = [n for n in names if n not in KNOWN_TOOLSETS]
+        if unknown or not names:
+            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(KNOWN_TOOLSETS)}")
+        return ",".join(names)
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_has_provider(cls, value: str) -> str:
+        if "/" not in value:
+            raise ValueError("expects provider/model, e.g. local/multilingual-e5-small")
+        return value
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("chunk_overlap must be smaller than chunk_tokens")
+        return self
+
+    @cached_property
+    def toolset_list(self) -> list[str]:
+        return self.toolsets.split(",")
+
+    @property
+    def uses_embedded_postgres(self) -> bool:
+        return not self.database_url
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings, turning validation errors into one line that names the variable."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "configuration"
+        name = f"PGRAG_{field.upper()}"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{name}: {msg}") from None
