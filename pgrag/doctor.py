@@ -1,0 +1,87 @@
+"""Health checks behind `pgrag doctor`: one line per check, each with the fix when it fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pgrag.db import migrations
+from pgrag.db.database import connect, resolve_dsn
+from pgrag.db.server_check import ensure_server_ready
+from pgrag.embeddings import make_provider
+from pgrag.errors import PgragError
+from pgrag.settings import Settings, load_settings
+from pgrag.store.collections import check_model, list_collections
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _describe(settings: Settings, dsn: str) -> str:
+    if settings.uses_embedded_postgres:
+        return f"embedded PostgreSQL in {settings.home / 'pgdata'}"
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(dsn)
+    return f"{info.get('user', '?')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
+
+
+async def run_checks(overrides: dict[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    try:
+        settings = load_settings(**overrides)
+    except PgragError as exc:
+        return [Check("configuration", False, str(exc))]
+    checks.append(Check("configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"))
+
+    dims: int | None = None
+    try:
+        provider = make_provider(settings)
+        if hasattr(provider, "probe_dimensions"):
+            dims = await provider.probe_dimensions()
+        else:
+            vec = await provider.embed_query("doctor probe")
+            dims = int(vec.shape[0])
+        checks.append(Check("embedding model", True, f"{provider.model} loads, {dims} dimensions"))
+        await provider.aclose()
+    except Exception as exc:
+        checks.append(Check("embedding model", False, str(exc)))
+
+    try:
+        dsn = resolve_dsn(settings)
+        conn = await connect(dsn)
+    except PgragError as exc:
+        checks.append(Check("database", False, str(exc)))
+        return checks
+    try:
+        checks.append(Check("database", True, f"reachable: {_describe(settings, dsn)}"))
+        try:
+            info = await ensure_server_ready(conn)
+            checks.append(Check("server", True, f"PostgreSQL {info.server_version}"))
+            checks.append(Check("pgvector", True, f"vector {info.pgvector_version}"))
+        except PgragError as exc:
+            checks.append(Check("pgvector", False, str(exc)))
+            return checks
+        st = await migrations.status(conn)
+        if st.pending:
+            names = ", ".join(f"{m.version:04d}_{m.name}" for m in st.pending)
+            checks.append(Check("migrations", False, f"pending: {names}; run `pgrag migrate`"))
+        elif st.modified:
+            checks.append(Check("migrations", False, f"applied files changed since: {st.modified}"))
+        else:
+            checks.append(Check("migrations", True, f"{len(st.applied)} applied, none pending"))
+            for col in await list_collections(conn):
+                if col.set_id is None or dims is None:
+                    continue
+                try:
+                    check_model(col, settings.embedding_model, dims)
+                    checks.append(Check(f"collection {col.name}", True, f"{col.model}, {col.dimensions} dimensions"))
+                except PgragError as exc:
+                    checks.append(Check(f"collection {col.name}", False, str(exc)))
+    finally:
+        await conn.close()
+    return checks

@@ -1,0 +1,33 @@
+"""Choose the provider for a model string."""
+
+from __future__ import annotations
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.settings import Settings
+
+
+def make_provider(settings: Settings, model: str | None = None) -> EmbeddingProvider:
+    model = model or settings.embedding_model
+    provider, _, _name = model.partition("/")
+    if provider == "local":
+        from pgrag.embeddings.local import LocalE5Provider
+
+        if model != "local/multilingual-e5-small":
+            raise ValueError(f"unknown local model {model}; the bundled one is local/multilingual-e5-small")
+        return LocalE5Provider(model)
+    if provider == "hash":
+        from pgrag.embeddings.hashing import HashEmbedder
+
+        return HashEmbedder(model)
+    from pgrag.embeddings.remote import LiteLLMProvider
+
+    return LiteLLMProvider(
+        model,
+        api_base=settings.embedding_api_base,
+        api_key=settings.embedding_api_key,
+        dimensions=settings.embedding_dimensions,
+        batch_size=settings.embedding_batch_size,
+        concurrency=settings.embedding_concurrency,
+        timeout=settings.embedding_timeout,
+        retries=settings.embedding_retries,
+    )

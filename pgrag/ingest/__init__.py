@@ -1,0 +1,1 @@
+"""Ingestion: parse files into structural units, chunk them, embed, store atomically."""

@@ -1,0 +1,58 @@
+"""What every parser returns: the document's structural units plus metadata and outline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+UnitKind = Literal["page", "sheet", "slide", "section", "text"]
+
+
+@dataclass
+class Unit:
+    """A page, sheet, slide or section. `body` is its extracted text: chunk offsets point
+    into it, so it must be exactly what `get_pages`/`get_slides`/... return."""
+
+    kind: UnitKind
+    number: int  # 1-based
+    body: str
+    title: str | None = None  # sheet name, slide title, section heading
+    meta: dict[str, Any] = field(default_factory=dict)
+    # sheets only: every row as displayed strings, row 1 first (header row included);
+    # `row_offsets[i]` is where row i+1 starts in `body`
+    rows: list[list[str]] | None = None
+    row_offsets: list[int] | None = None
+
+
+@dataclass
+class ParsedDocument:
+    file_type: str  # extension without dot, lower case
+    units: list[Unit]
+    title: str | None = None
+    author: str | None = None
+    created: datetime | None = None
+    modified: datetime | None = None
+    outline: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(u.body for u in self.units if u.body)
+
+
+class ParseError(Exception):
+    """A file we cannot read. `code` is stable (stored as the document's error_code)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+CORRUPT_FILE = "CORRUPT_FILE"
+UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
+EMPTY_FILE = "EMPTY_FILE"
+ENCODING_ERROR = "ENCODING_ERROR"
+ENCRYPTED = "ENCRYPTED"  # password-protected file we cannot open with an empty password
+UNREADABLE = "UNREADABLE"  # the OS refused to read the file (permissions, vanished, is a directory)

@@ -1,0 +1,1 @@
+"""Data access: SQL constants and the small functions that run them."""

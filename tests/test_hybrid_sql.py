@@ -1,0 +1,75 @@
+"""pgrag.hybrid_search from psql on hand-inserted chunks: both ranks and the fused score."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+import pytest
+
+from pgrag.db.embedded import psql_path
+
+SETUP = """
+INSERT INTO pgrag.collections (name) VALUES ('hand');
+INSERT INTO pgrag.embedding_sets (collection_id, model, dimensions, state)
+  SELECT id, 'hand/3', 3, 'active' FROM pgrag.collections WHERE name = 'hand';
+UPDATE pgrag.collections c SET active_set_id = es.id FROM pgrag.embedding_sets es
+  WHERE es.collection_id = c.id;
+SELECT pgrag.ensure_embedding_index(id) FROM pgrag.embedding_sets;
+INSERT INTO pgrag.documents (id, collection_id, path, name, file_type, status)
+  SELECT '00000000-0000-0000-0000-000000000001', id, 'a.txt', 'a.txt', 'txt', 'ready' FROM pgrag.collections;
+INSERT INTO pgrag.chunks (document_id, collection_id, ordinal, content, content_hash, token_count, char_start, char_end)
+  SELECT '00000000-0000-0000-0000-000000000001', id, 1, 'PostgreSQL full text search ranks documents', 'h1', 6, 0, 44
+  FROM pgrag.collections;
+INSERT INTO pgrag.chunks (document_id, collection_id, ordinal, content, content_hash, token_count, char_start, char_end)
+  SELECT '00000000-0000-0000-0000-000000000001', id, 2, '合同的签署流程需要审批', 'h2', 6, 44, 55
+  FROM pgrag.collections;
+INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
+  SELECT es.id, c.id, CASE c.ordinal WHEN 1 THEN '[1,0,0]'::vector ELSE '[0,1,0]'::vector END
+  FROM pgrag.chunks c, pgrag.embedding_sets es;
+"""
+
+QUERY = """
+SELECT c.ordinal, h.lexical_rank, h.semantic_rank, round(h.semantic_score::numeric, 3),
+       round(h.fused_score::numeric, 5)
+FROM pgrag.hybrid_search('full text search', '[0.9,0.1,0]'::vector, match_count => 5) h
+JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.fused_score DESC
+"""
+
+
+@pytest.fixture
+def hand_dsn(dsn: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SETUP.replace("'h1'", "'\\x01'::bytea").replace("'h2'", "'\\x02'::bytea"))
+    return dsn
+
+
+def test_hybrid_search_from_psql_returns_both_ranks_and_the_fused_score(hand_dsn: str) -> None:
+    out = subprocess.run([str(psql_path()), hand_dsn, "-X", "-A", "-t", "-F", ",", "-c", QUERY],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    rows = [line.split(",") for line in out]
+    # chunk 1: lexical rank 1 and semantic rank 1; chunk 2: semantic only (rank 2)
+    assert rows[0][:3] == ["1", "1", "1"]
+    assert rows[1][:3] == ["2", "", "2"]
+    assert float(rows[0][4]) == pytest.approx(1 / 61 + 1 / 61, abs=1e-5)
+    assert float(rows[1][4]) == pytest.approx(1 / 62, abs=1e-5)
+    assert float(rows[0][3]) > float(rows[1][3])
+
+
+def test_chinese_query_matches_text_with_a_particle_in_between(hand_dsn: str) -> None:
+    with psycopg.connect(hand_dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.ordinal, h.lexical_rank FROM pgrag.hybrid_search('合同签署流程', NULL, 5) h"
+            " JOIN pgrag.chunks c ON c.id = h.chunk_id"
+        ).fetchall()
+    assert rows == [(2, 1)]
+
+
+def test_weights_and_k_change_the_fusion(hand_dsn: str) -> None:
+    with psycopg.connect(hand_dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.ordinal, h.fused_score FROM pgrag.hybrid_search('full text search',"
+            " '[0,1,0]'::vector, 5, rrf_k => 10, lexical_weight => 0, semantic_weight => 2) h"
+            " JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.fused_score DESC"
+        ).fetchall()
+    assert rows[0][0] == 2 and rows[0][1] == pytest.approx(2 / 11)
