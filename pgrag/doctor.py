@@ -36,7 +36,11 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         settings = load_settings(**overrides)
     except PgragError as exc:
         return [Check("configuration", False, str(exc))]
-    checks.append(Check("configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"))
+    checks.append(
+        Check(
+            "configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"
+        )
+    )
 
     dims: int | None = None
     try:
@@ -79,7 +83,13 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
                     continue
                 try:
                     check_model(col, settings.embedding_model, dims)
-                    checks.append(Check(f"collection {col.name}", True, f"{col.model}, {col.dimensions} dimensions"))
+                    checks.append(
+                        Check(
+                            f"collection {col.name}",
+                            True,
+                            f"{col.model}, {col.dimensions} dimensions",
+                        )
+                    )
                 except PgragError as exc:
                     checks.append(Check(f"collection {col.name}", False, str(exc)))
     finally:

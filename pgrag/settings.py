@@ -57,7 +57,9 @@ class Settings(BaseSettings):
         "smart_extract", description="`smart_extract` or `full`"
     )
     searxng_url: str | None = Field(None, description="enables `web_search`")
-    collection: str = Field("default", min_length=1, max_length=200, description="default collection")
+    collection: str = Field(
+        "default", min_length=1, max_length=200, description="default collection"
+    )
     chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")

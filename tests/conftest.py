@@ -24,7 +24,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     _rt.mkdir(mode=0o700, exist_ok=True)
     os.environ["XDG_RUNTIME_DIR"] = str(_rt)
 
-from pgrag.db.database import prepare  # noqa: E402
+from pgrag.db.database import prepare
 
 TEMPLATE_DB = "pgrag_test_template"
 _counter = itertools.count()

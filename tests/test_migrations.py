@@ -31,22 +31,37 @@ async def test_migrate_applies_every_file_once_and_twice_is_a_noop(empty_dsn: st
     assert [m.version for m in first] == [m.version for m in expected]
     assert second == []
     assert st.pending == [] and st.modified == []
-    assert {"collections", "documents", "units", "sheet_rows", "chunks", "embeddings",
-            "embedding_sets", "embedding_cache", "schema_migrations"} <= _tables(empty_dsn)
+    assert {
+        "collections",
+        "documents",
+        "units",
+        "sheet_rows",
+        "chunks",
+        "embeddings",
+        "embedding_sets",
+        "embedding_cache",
+        "schema_migrations",
+    } <= _tables(empty_dsn)
 
 
 async def test_concurrent_migrations_do_not_race(empty_dsn: str) -> None:
     await asyncio.gather(*(prepare(empty_dsn) for _ in range(5)))
     with psycopg.connect(empty_dsn) as conn:
-        rows = conn.execute("SELECT version, count(*) FROM pgrag.schema_migrations GROUP BY 1").fetchall()
+        rows = conn.execute(
+            "SELECT version, count(*) FROM pgrag.schema_migrations GROUP BY 1"
+        ).fetchall()
     assert len(rows) == len(migrations.discover())
     assert all(count == 1 for _, count in rows)
 
 
 def test_concurrent_migrate_processes(empty_dsn: str) -> None:
     procs = [
-        subprocess.Popen(pgrag_cmd("--database-url", empty_dsn, "migrate"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            pgrag_cmd("--database-url", empty_dsn, "migrate"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     outputs = [p.communicate(timeout=120) for p in procs]

@@ -42,4 +42,6 @@ async def test_prepare_creates_the_extension(empty_dsn: str) -> None:
     info = await prepare(empty_dsn)
     assert tuple(int(x) for x in info.pgvector_version.split(".")[:2]) >= (0, 7)
     with psycopg.connect(empty_dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (1,)
+        assert conn.execute(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone() == (1,)

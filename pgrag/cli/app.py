@@ -44,7 +44,9 @@ def cli(ctx: click.Context, **overrides: Any) -> None:
     """pgrag: a Postgres-native RAG server (hybrid search in SQL, MCP, REST, CLI)."""
     ctx.obj = CliState(overrides={k: v for k, v in overrides.items() if v is not None})
     level = (overrides.get("log_level") or "WARNING").upper()
-    logging.basicConfig(level=getattr(logging, level, logging.WARNING), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level, logging.WARNING), format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 def state(ctx: click.Context) -> CliState:

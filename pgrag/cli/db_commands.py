@@ -62,5 +62,9 @@ def psql(ctx: click.Context, psql_args: tuple[str, ...]) -> int:
     settings = state(ctx).settings
     dsn = resolve_dsn(settings)
     run(lambda: prepare(dsn))
-    binary = str(psql_path()) if settings.uses_embedded_postgres else (shutil.which("psql") or str(psql_path()))
+    binary = (
+        str(psql_path())
+        if settings.uses_embedded_postgres
+        else (shutil.which("psql") or str(psql_path()))
+    )
     return subprocess.call([binary, dsn, *psql_args], stdin=sys.stdin)

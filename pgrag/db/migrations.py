@@ -75,7 +75,9 @@ async def status(conn: psycopg.AsyncConnection) -> MigrationStatus:
     return MigrationStatus(
         applied=sorted(applied),
         pending=[m for m in all_ if m.version not in applied],
-        modified=[m.version for m in all_ if m.version in applied and applied[m.version] != m.checksum],
+        modified=[
+            m.version for m in all_ if m.version in applied and applied[m.version] != m.checksum
+        ],
     )
 
 
@@ -90,7 +92,9 @@ async def migrate(conn: psycopg.AsyncConnection) -> list[Migration]:
         for migration in (await status(conn)).pending:
             async with conn.transaction():
                 await conn.execute(migration.sql.encode())
-                await conn.execute(RECORD_SQL, (migration.version, migration.name, migration.checksum))
+                await conn.execute(
+                    RECORD_SQL, (migration.version, migration.name, migration.checksum)
+                )
             done.append(migration)
         return done
     finally:

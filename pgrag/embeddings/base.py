@@ -46,7 +46,9 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
-def dimension_mismatch(collection: str, stored_model: str, stored_dims: int, model: str, dims: int) -> PgragError:
+def dimension_mismatch(
+    collection: str, stored_model: str, stored_dims: int, model: str, dims: int
+) -> PgragError:
     """The error for a collection embedded by another model: names both and the fix."""
     from pgrag.errors import InvalidArgument
 
@@ -55,6 +57,10 @@ def dimension_mismatch(collection: str, stored_model: str, stored_dims: int, mod
         f"but the configured model {model} produces {dims}: run "
         f"`pgrag reindex --collection {collection} --model {model}` to re-embed it, "
         f"or set PGRAG_EMBEDDING_MODEL={stored_model}.",
-        detail={"stored_model": stored_model, "stored_dimensions": stored_dims,
-                "model": model, "dimensions": dims},
+        detail={
+            "stored_model": stored_model,
+            "stored_dimensions": stored_dims,
+            "model": model,
+            "dimensions": dims,
+        },
     )

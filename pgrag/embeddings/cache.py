@@ -32,9 +32,14 @@ def _vector_literal(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in v.tolist()) + "]"
 
 
-async def lookup(conn: psycopg.AsyncConnection, key: str, hashes: list[bytes]) -> dict[bytes, np.ndarray]:
+async def lookup(
+    conn: psycopg.AsyncConnection, key: str, hashes: list[bytes]
+) -> dict[bytes, np.ndarray]:
     rows = await (await conn.execute(GET_SQL, (key, hashes))).fetchall()
-    return {bytes(h): np.asarray(e.to_numpy() if hasattr(e, "to_numpy") else e, dtype=np.float32) for h, e in rows}
+    return {
+        bytes(h): np.asarray(e.to_numpy() if hasattr(e, "to_numpy") else e, dtype=np.float32)
+        for h, e in rows
+    }
 
 
 async def store(conn: psycopg.AsyncConnection, key: str, items: dict[bytes, np.ndarray]) -> None:

@@ -13,7 +13,9 @@ def make_provider(settings: Settings, model: str | None = None) -> EmbeddingProv
         from pgrag.embeddings.local import LocalE5Provider
 
         if model != "local/multilingual-e5-small":
-            raise ValueError(f"unknown local model {model}; the bundled one is local/multilingual-e5-small")
+            raise ValueError(
+                f"unknown local model {model}; the bundled one is local/multilingual-e5-small"
+            )
         return LocalE5Provider(model)
     if provider == "hash":
         from pgrag.embeddings.hashing import HashEmbedder

@@ -50,7 +50,9 @@ async def get_collection(conn: psycopg.AsyncConnection, name: str) -> Collection
         await cur.execute(GET_SQL, (name,))
         row = await cur.fetchone()
     if row is None:
-        raise NotFound(f"no collection named '{name}'; ingest into it first (pgrag ingest PATH --collection {name})")
+        raise NotFound(
+            f"no collection named '{name}'; ingest into it first (pgrag ingest PATH --collection {name})"
+        )
     return row
 
 
@@ -65,9 +67,14 @@ async def create_embedding_set(
 ) -> int:
     """A set of embeddings for one model, with its own HNSW index."""
     async with conn.transaction():
-        set_id = (await (await conn.execute(
-            INSERT_SET_SQL, (collection_id, model, dimensions, "active" if active else "building")
-        )).fetchone())[0]
+        set_id = (
+            await (
+                await conn.execute(
+                    INSERT_SET_SQL,
+                    (collection_id, model, dimensions, "active" if active else "building"),
+                )
+            ).fetchone()
+        )[0]
         await conn.execute(ENSURE_INDEX_SQL, (set_id,))
         if active:
             await _activate(conn, collection_id, set_id)
@@ -79,7 +86,9 @@ async def _activate(conn: psycopg.AsyncConnection, collection_id: int, set_id: i
         await conn.execute(statement, {"cid": collection_id, "sid": set_id})
 
 
-async def activate_embedding_set(conn: psycopg.AsyncConnection, collection_id: int, set_id: int) -> None:
+async def activate_embedding_set(
+    conn: psycopg.AsyncConnection, collection_id: int, set_id: int
+) -> None:
     """Switch searches to another set atomically; the old one is kept as `retired`."""
     async with conn.transaction():
         await _activate(conn, collection_id, set_id)

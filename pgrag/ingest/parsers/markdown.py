@@ -41,9 +41,9 @@ def find_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str | N
         line = lines[n]
         if fence is not None:
             m = _FENCE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                if not line.strip().lstrip(fence[0]):
-                    fence = None
+            closing = m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
+            if closing and not line.strip().lstrip(fence[0]):
+                fence = None
             continue
         m = _FENCE.match(line)
         if m:
@@ -87,7 +87,7 @@ def parse(path: pathlib.Path) -> ParsedDocument:
     preamble = body(0, first_heading)
     if preamble.strip() or not headings:
         units.append(Unit(kind="section", number=1, body=preamble, meta={"level": None}))
-    bounds = [h[0] for h in headings[1:]] + [len(lines)]
+    bounds = [h[0] for h in headings[1:]] + [len(lines)] * bool(headings)
     for (start, level, title), end in zip(headings, bounds, strict=True):
         units.append(
             Unit(

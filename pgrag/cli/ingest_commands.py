@@ -1,0 +1,143 @@
+"""`pgrag ingest` (with a progress bar and a summary table) and `pgrag status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pgrag.cli.app import cli, run, state
+from pgrag.ingest.pipeline import IngestEvent, Ingestor, IngestSummary, Outcome
+from pgrag.runtime import open_runtime
+from pgrag.services.status import status_report
+
+out = Console()
+err = Console(stderr=True)
+
+
+def print_summary(summary: IngestSummary) -> None:
+    table = Table(title=f"collection {summary.collection}", show_edge=False)
+    for outcome in Outcome:
+        table.add_column(str(outcome), justify="right")
+    table.add_row(*(str(summary.count(o)) for o in Outcome))
+    err.print(table)
+    if summary.failures:
+        fail = Table(title="not ingested", show_edge=False)
+        fail.add_column("file")
+        fail.add_column("status")
+        fail.add_column("reason")
+        for r in summary.failures:
+            fail.add_row(r.path, str(r.outcome), f"{r.error_code}: {r.error}")
+        err.print(fail)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--collection", "-c", default=None, help="collection to ingest into [PGRAG_COLLECTION]"
+)
+@click.option("--watch", is_flag=True, help="keep running and re-ingest on changes")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+@click.pass_context
+def ingest(
+    ctx: click.Context, paths: tuple[Path, ...], collection: str | None, watch: bool, quiet: bool
+) -> int:
+    """Ingest files and folders: new and changed files are indexed, removed ones dropped."""
+    st = state(ctx)
+    if collection:
+        st.overrides["collection"] = collection
+    settings = st.settings
+
+    async def go() -> IngestSummary:
+        async with open_runtime(settings) as rt:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[current]}"),
+                TimeElapsedColumn(),
+                console=err,
+                disable=quiet,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("ingesting", total=None, current="")
+
+                def report(ev: IngestEvent) -> None:
+                    if ev.kind == "scan":
+                        bar.update(task, total=(bar.tasks[0].total or 0) + ev.total)
+                    elif ev.kind == "file_start":
+                        bar.update(task, current=ev.path[-50:])
+                    elif ev.kind == "embed":
+                        bar.update(task, current=f"{ev.path[-40:]} {ev.done}/{ev.total} chunks")
+                    elif (
+                        ev.kind == "file_done"
+                        and ev.result
+                        and ev.result.outcome != Outcome.REMOVED
+                    ):
+                        bar.advance(task)
+
+                ingestor = Ingestor(
+                    rt.db.pool,
+                    rt.provider,
+                    collection=settings.collection,
+                    chunk_tokens=settings.chunk_tokens,
+                    chunk_overlap=settings.chunk_overlap,
+                    reporter=report,
+                )
+                summary = await ingestor.run(list(paths))
+            print_summary(summary)
+            if watch:
+                from pgrag.ingest.watch import watch_and_ingest
+
+                err.print("watching for changes (Ctrl-C to stop)")
+                await watch_and_ingest(ingestor, list(paths), on_summary=print_summary)
+            return summary
+
+    summary = run(go)
+    return (
+        1
+        if summary.count(Outcome.FAILED)
+        and not (
+            summary.count(Outcome.ADDED)
+            + summary.count(Outcome.UPDATED)
+            + summary.count(Outcome.UNCHANGED)
+        )
+        else 0
+    )
+
+
+@cli.command()
+@click.argument("document", required=False)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@click.pass_context
+def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
+    """Documents by status, or one document's status, progress and error."""
+    settings = state(ctx).settings
+
+    async def go() -> dict:
+        async with open_runtime(settings, max_pool=2) as rt, rt.db.pool.connection() as conn:
+            return await status_report(conn, document)
+
+    report = run(go)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report, indent=2, default=str, ensure_ascii=False))
+        return
+    table = Table(show_edge=False)
+    if document:
+        for key, value in report.items():
+            table.add_row(key, str(value))
+    else:
+        table.add_column("status")
+        table.add_column("documents", justify="right")
+        for key, value in report["counts"].items():
+            table.add_row(key, str(value))
+        for doc in report["failed"]:
+            table.add_row(
+                f"[red]failed[/] {doc['path']}", f"{doc['error_code']}: {doc['error_detail']}"
+            )
+    out.print(table)

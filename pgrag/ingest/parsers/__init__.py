@@ -1,0 +1,118 @@
+"""Pick a parser by file extension; turn every failure into a ParseError with a stable code.
+
+Parser modules are imported on first use: openpyxl, python-pptx and bs4 together cost
+about half a second of import time that a `.txt`-only folder should not pay.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+from collections.abc import Callable
+
+from .base import (
+    CORRUPT_FILE,
+    EMPTY_FILE,
+    ENCODING_ERROR,
+    ENCRYPTED,
+    UNREADABLE,
+    UNSUPPORTED_FORMAT,
+    ParsedDocument,
+    ParseError,
+    Unit,
+)
+
+__all__ = [
+    "CORRUPT_FILE",
+    "EMPTY_FILE",
+    "ENCODING_ERROR",
+    "ENCRYPTED",
+    "SUPPORTED_EXTENSIONS",
+    "UNREADABLE",
+    "UNSUPPORTED_FORMAT",
+    "ParseError",
+    "ParsedDocument",
+    "Unit",
+    "parse",
+]
+
+# extension -> (module, function); the function takes the path
+_PARSERS: dict[str, tuple[str, str]] = {
+    "pdf": ("pdf", "parse"),
+    "docx": ("docx", "parse"),
+    "pptx": ("pptx", "parse"),
+    "xlsx": ("sheets", "parse_xlsx"),
+    "xlsm": ("sheets", "parse_xlsx"),
+    "xls": ("sheets", "parse_xls"),
+    "ods": ("sheets", "parse_ods"),
+    "csv": ("csv_parser", "parse"),
+    "tsv": ("csv_parser", "parse"),
+    "txt": ("text", "parse"),
+    "md": ("markdown", "parse"),
+    "markdown": ("markdown", "parse"),
+    "html": ("html", "parse"),
+    "htm": ("html", "parse"),
+    "xml": ("xml", "parse"),
+}
+# converted by LibreOffice when installed (see legacy.py)
+_LEGACY = {"doc": "docx", "rtf": "docx", "odt": "docx", "ppt": "pptx", "odp": "pptx"}
+# zip/OLE/PDF containers: zero bytes cannot be a valid file. Text types parse to "".
+_BINARY = frozenset({"pdf", "docx", "pptx", "xlsx", "xlsm", "xls", "ods", *_LEGACY})
+
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset({*_PARSERS, *_LEGACY})
+
+
+def _function(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
+    module_name, name = _PARSERS[ext]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    function = getattr(module, name)
+    if name == "parse_xlsx" and ext != "xlsx":
+        return lambda p: function(p, file_type=ext)
+    return function
+
+
+def _parser_for(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
+    """Resolved (and imported) before parsing, so a bug in our import is not reported
+    as a corrupt file."""
+    via_libreoffice = _LEGACY.get(ext)
+    if ext == "xls":
+        try:
+            import xlrd  # noqa: F401
+        except ImportError:
+            via_libreoffice = "xlsx"
+    if via_libreoffice is None:
+        return _function(ext)
+    from . import legacy
+
+    target = _function(via_libreoffice)
+    return lambda p: legacy.parse(p, target)
+
+
+def parse(path: pathlib.Path | str) -> ParsedDocument:
+    """Parse one file. Raises only ParseError (code UNSUPPORTED_FORMAT, UNREADABLE,
+    CORRUPT_FILE, ENCRYPTED or ENCODING_ERROR)."""
+    path = pathlib.Path(path)
+    ext = path.suffix.lower().lstrip(".")
+    if ext not in SUPPORTED_EXTENSIONS:
+        shown = f".{ext}" if ext else "files without an extension"
+        raise ParseError(
+            UNSUPPORTED_FORMAT,
+            f"{shown} is not supported; supported: {', '.join(sorted(SUPPORTED_EXTENSIONS))}",
+        )
+    try:
+        with path.open("rb"):
+            size = path.stat().st_size
+    except OSError as exc:
+        raise ParseError(UNREADABLE, f"cannot read the file: {exc.strerror or exc}") from None
+    if size == 0 and ext in _BINARY:
+        raise ParseError(CORRUPT_FILE, f"the file is empty (0 bytes), not a valid .{ext} file")
+    parser = _parser_for(ext)
+    try:
+        return parser(path)
+    except ParseError:
+        raise
+    except Exception as exc:  # any library failure on a bad file: a readable reason
+        reason = str(exc).strip() or "no details"
+        raise ParseError(
+            CORRUPT_FILE, f"could not read the .{ext} file ({type(exc).__name__}: {reason})"
+        ) from exc

@@ -1,0 +1,321 @@
+"""An ingestion run: walk, skip unchanged files, parse ahead in a thread, embed (cached),
+write each document in one transaction, remove documents whose files disappeared.
+
+One bad file never stops the run: it ends `failed` with its reason. When the embedding
+provider is down the document stays `pending` with the reason, to be retried next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.embeddings.cache import embed_passages_cached
+from pgrag.errors import PgragError, UpstreamError
+from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
+from pgrag.ingest.parsers.base import ParseError
+from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
+from pgrag.ingest.walker import FoundFile, file_sha256, walk
+from pgrag.store import documents as store
+from pgrag.store.collections import Collection, ensure_collection
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_CODES = {"UPSTREAM_ERROR", "INTERNAL", "DB_ERROR"}
+PREFETCH = 2  # files parsed ahead of the embedder
+
+
+class Outcome(StrEnum):
+    ADDED = "added"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    REMOVED = "removed"
+    FAILED = "failed"
+    PENDING = "pending"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class FileResult:
+    path: str
+    outcome: Outcome
+    chunks: int = 0
+    embedded: int = 0  # chunks the model had to embed (the rest came from the cache)
+    error_code: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class IngestSummary:
+    collection: str
+    results: list[FileResult] = field(default_factory=list)
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for r in self.results if r.outcome == outcome)
+
+    @property
+    def failures(self) -> list[FileResult]:
+        return [r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.PENDING)]
+
+    @property
+    def changed(self) -> bool:
+        return any(
+            r.outcome in (Outcome.ADDED, Outcome.UPDATED, Outcome.REMOVED) for r in self.results
+        )
+
+
+@dataclass(frozen=True)
+class IngestEvent:
+    kind: str  # "scan" | "file_start" | "embed" | "file_done"
+    path: str = ""
+    total: int = 0
+    done: int = 0
+    result: FileResult | None = None
+
+
+Reporter = Callable[[IngestEvent], None]
+
+
+def _quiet(_: IngestEvent) -> None:
+    pass
+
+
+@dataclass
+class _Work:
+    found: FoundFile
+    content_hash: str
+    size: int
+    known: store.KnownDocument | None
+
+
+class Ingestor:
+    """Runs ingestion for one collection with one embedding provider."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        provider: EmbeddingProvider,
+        *,
+        collection: str = "default",
+        chunk_tokens: int = 350,
+        chunk_overlap: int = 40,
+        reporter: Reporter = _quiet,
+    ) -> None:
+        self.pool = pool
+        self.provider = provider
+        self.collection_name = collection
+        self.chunk_tokens = chunk_tokens
+        self.chunk_overlap = chunk_overlap
+        self.report = reporter
+        self._collection: Collection | None = None
+
+    async def collection(self) -> Collection:
+        if self._collection is None:
+            dims = (
+                self.provider.dimensions
+                if not hasattr(self.provider, "probe_dimensions")
+                else await self.provider.probe_dimensions()
+            )  # type: ignore[attr-defined]
+            async with self.pool.connection() as conn:
+                self._collection = await ensure_collection(
+                    conn, self.collection_name, self.provider, dims
+                )
+        return self._collection
+
+    async def run(self, targets: list[Path], *, remove_missing: bool = True) -> IngestSummary:
+        summary = IngestSummary(self.collection_name)
+        col = await self.collection()
+        for target in targets:
+            root, files = await asyncio.to_thread(walk, target)
+            await self._ingest_files(col, root, files, summary)
+            if remove_missing and target.expanduser().resolve().is_dir():
+                present = [f.rel for f in files]
+                async with self.pool.connection() as conn:
+                    removed = await store.remove_missing(conn, col.id, str(root), present)
+                for path in removed:
+                    summary.results.append(FileResult(path, Outcome.REMOVED))
+                    self.report(IngestEvent("file_done", path, result=summary.results[-1]))
+        return summary
+
+    async def ingest_files(self, root: Path, files: list[FoundFile]) -> IngestSummary:
+        """Ingest given files of a root (watch mode), without removal."""
+        summary = IngestSummary(self.collection_name)
+        await self._ingest_files(await self.collection(), root, files, summary)
+        return summary
+
+    async def remove(self, root: Path, rel_paths: list[str]) -> list[str]:
+        col = await self.collection()
+        async with self.pool.connection() as conn:
+            rows = await (
+                await conn.execute(
+                    "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"
+                    " AND path = ANY(%s) RETURNING path",
+                    (col.id, str(root), rel_paths),
+                )
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    async def _ingest_files(
+        self, col: Collection, root: Path, files: list[FoundFile], summary: IngestSummary
+    ) -> None:
+        supported = []
+        for f in files:
+            if f.path.suffix.lower().lstrip(".") in SUPPORTED_EXTENSIONS:
+                supported.append(f)
+            else:
+                summary.results.append(
+                    FileResult(f.rel, Outcome.SKIPPED, error="unsupported file type")
+                )
+        self.report(IngestEvent("scan", total=len(supported)))
+        async with self.pool.connection() as conn:
+            known = await store.known_documents(conn, col.id, [f.rel for f in supported])
+        async with self._prepared(supported, known, summary) as queue:
+            while (item := await queue.get()) is not None:
+                work, prepared, error = item
+                result = await self._store(col, work, prepared, error)
+                summary.results.append(result)
+                self.report(IngestEvent("file_done", work.found.rel, result=result))
+
+    @contextlib.asynccontextmanager
+    async def _prepared(
+        self, files: list[FoundFile], known: dict[str, store.KnownDocument], summary: IngestSummary
+    ) -> AsyncIterator[
+        asyncio.Queue[tuple[_Work, PreparedDocument | None, ParseError | None] | None]
+    ]:
+        """Hash and parse files ahead of the embedder, at most PREFETCH at a time."""
+        queue: asyncio.Queue[tuple[_Work, PreparedDocument | None, ParseError | None] | None] = (
+            asyncio.Queue(maxsize=PREFETCH)
+        )
+
+        async def produce() -> None:
+            try:
+                for f in files:
+                    try:
+                        digest = await asyncio.to_thread(file_sha256, f.path)
+                        size = f.path.stat().st_size
+                    except OSError as exc:  # vanished or unreadable since the walk
+                        summary.results.append(
+                            FileResult(f.rel, Outcome.FAILED, error_code="IO_ERROR", error=str(exc))
+                        )
+                        continue
+                    k = known.get(f.rel)
+                    if (
+                        k
+                        and k.content_hash == digest
+                        and (
+                            k.status == "ready"
+                            or (k.status == "failed" and k.error_code not in RETRYABLE_CODES)
+                        )
+                    ):
+                        result = FileResult(f.rel, Outcome.UNCHANGED)
+                        summary.results.append(result)
+                        self.report(IngestEvent("file_done", f.rel, result=result))
+                        continue
+                    work = _Work(f, digest, size, k)
+                    self.report(IngestEvent("file_start", f.rel))
+                    try:
+                        prepared = await asyncio.to_thread(
+                            prepare_file, f, digest, self.chunk_tokens, self.chunk_overlap
+                        )
+                        await queue.put((work, prepared, None))
+                    except ParseError as exc:
+                        await queue.put((work, None, exc))
+                    except Exception as exc:  # a parser bug must not stop the run
+                        log.exception("unexpected error parsing %s", f.path)
+                        await queue.put(
+                            (work, None, ParseError("CORRUPT_FILE", f"{type(exc).__name__}: {exc}"))
+                        )
+            finally:
+                await queue.put(None)
+
+        task = asyncio.create_task(produce())
+        try:
+            yield queue
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _store(
+        self,
+        col: Collection,
+        work: _Work,
+        prepared: PreparedDocument | None,
+        error: ParseError | None,
+    ) -> FileResult:
+        rel = work.found.rel
+        outcome = Outcome.UPDATED if work.known else Outcome.ADDED
+        fields = (
+            prepared.fields if prepared else base_fields(work.found, work.content_hash, work.size)
+        )
+        async with self.pool.connection() as conn:
+            doc_id = await store.mark_processing(conn, col.id, fields)
+            if error is not None or prepared is None:
+                code = error.code if error else "INTERNAL"
+                message = error.message if error else "no content"
+                await store.mark_failed(
+                    conn,
+                    doc_id,
+                    status="failed",
+                    code=code,
+                    detail=message,
+                    content_hash=work.content_hash,
+                    size=work.size,
+                )
+                return FileResult(rel, Outcome.FAILED, error_code=code, error=message)
+            try:
+                vectors, embedded = await self._embed(conn, doc_id, prepared)
+            except PgragError as exc:
+                status = "pending" if isinstance(exc, UpstreamError) else "failed"
+                await store.mark_failed(
+                    conn,
+                    doc_id,
+                    status=status,
+                    code=str(exc.code),
+                    detail=exc.message,
+                    content_hash=None,
+                    size=work.size,
+                )
+                return FileResult(rel, Outcome(status), error_code=str(exc.code), error=exc.message)
+            assert col.set_id is not None
+            await store.write_version(
+                conn,
+                document_id=doc_id,
+                collection_id=col.id,
+                set_id=col.set_id,
+                fields=prepared.fields,
+                units=prepared.units,
+                chunks=prepared.chunks,
+                vectors=vectors,
+            )
+        return FileResult(rel, outcome, chunks=len(prepared.chunks), embedded=embedded)
+
+    async def _embed(
+        self, conn: psycopg.AsyncConnection, doc_id: UUID, prepared: PreparedDocument
+    ) -> tuple[np.ndarray, int]:
+        texts = prepared.embed_texts()
+        batch = max(self.provider.batch_size * 2, 32)
+        parts: list[np.ndarray] = []
+        embedded = 0
+        for start in range(0, len(texts), batch):
+            vecs, n = await embed_passages_cached(conn, self.provider, texts[start : start + batch])
+            parts.append(vecs)
+            embedded += n
+            done = min(len(texts), start + batch)
+            if len(texts) > batch:
+                await store.set_progress(conn, doc_id, 100.0 * done / len(texts))
+            self.report(IngestEvent("embed", prepared.found.rel, total=len(texts), done=done))
+        if not parts:
+            return np.zeros((0, self.provider.dimensions), dtype=np.float32), 0
+        return np.vstack(parts), embedded

@@ -1,0 +1,1 @@
+"""Services: what the CLI, MCP tools and REST routes call; they speak SQL through store/."""

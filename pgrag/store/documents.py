@@ -1,0 +1,265 @@
+"""Writing documents: status changes, and one transaction per new version of a document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgrag.ingest.chunking import ChunkDraft
+from pgrag.ingest.parsers.base import Unit
+
+
+@dataclass(frozen=True)
+class KnownDocument:
+    id: UUID
+    content_hash: str | None
+    status: str
+    error_code: str | None
+
+
+@dataclass
+class DocumentFields:
+    path: str
+    folder: str
+    name: str
+    file_type: str
+    size_bytes: int
+    content_hash: str
+    title: str | None
+    author: str | None
+    created_at: datetime | None
+    modified_at: datetime | None
+    outline: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+@dataclass
+class ChunkRow:
+    unit_index: int  # index into the version's units
+    draft: ChunkDraft
+    heading: str | None
+    content_hash: bytes
+    page: int | None = None
+    section: str | None = None
+    sheet: str | None = None
+    slide: int | None = None
+
+
+KNOWN_SQL = """
+SELECT path, id, content_hash, status, error_code FROM pgrag.documents
+WHERE collection_id = %s AND path = ANY(%s)
+"""
+
+# a new file is visible at once as `processing` (no chunks yet); a changed one keeps serving
+# its old chunks until the new version commits
+MARK_PROCESSING_SQL = """
+INSERT INTO pgrag.documents (collection_id, path, folder, name, file_type, status, progress, metadata)
+VALUES (%(cid)s, %(path)s, %(folder)s, %(name)s, %(file_type)s, 'processing', 0, %(metadata)s)
+ON CONFLICT (collection_id, path) DO UPDATE
+   SET status = 'processing', progress = 0, error_code = NULL, error_detail = NULL, updated_at = now()
+RETURNING id
+"""
+
+PROGRESS_SQL = "UPDATE pgrag.documents SET progress = %s WHERE id = %s AND status = 'processing'"
+
+MARK_FAILED_SQL = """
+UPDATE pgrag.documents
+   SET status = %(status)s, error_code = %(code)s, error_detail = %(detail)s,
+       content_hash = %(hash)s, size_bytes = %(size)s, progress = 0, updated_at = now()
+ WHERE id = %(id)s
+"""
+
+LOCK_SQL = "SELECT id FROM pgrag.documents WHERE id = %s FOR UPDATE"
+DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE document_id = %s"
+DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE document_id = %s"
+
+INSERT_UNITS_SQL = """
+INSERT INTO pgrag.units (document_id, kind, number, title, body, meta)
+SELECT %s, kind, number, title, body, meta
+FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[]) AS u(kind, number, title, body, meta)
+RETURNING id, kind, number
+"""
+
+COPY_ROWS_SQL = "COPY pgrag.sheet_rows (unit_id, row_number, cells) FROM STDIN"
+
+INSERT_CHUNKS_SQL = """
+INSERT INTO pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,
+                          content_hash, token_count, char_start, char_end, page, section,
+                          sheet, row_start, row_end, slide)
+SELECT %s, %s, unit_id, ordinal, heading, content, content_hash, token_count, char_start,
+       char_end, page, section, sheet, row_start, row_end, slide
+FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::bytea[], %s::int[], %s::int[],
+            %s::int[], %s::int[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[])
+     AS c(unit_id, ordinal, heading, content, content_hash, token_count, char_start, char_end,
+          page, section, sheet, row_start, row_end, slide)
+ORDER BY ordinal
+RETURNING id, ordinal
+"""
+
+INSERT_EMBEDDINGS_SQL = """
+INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
+SELECT %s, chunk_id, embedding FROM unnest(%s::bigint[], %s::vector[]) AS e(chunk_id, embedding)
+"""
+
+FINISH_SQL = """
+UPDATE pgrag.documents
+   SET folder = %(folder)s, name = %(name)s, file_type = %(file_type)s, size_bytes = %(size)s,
+       content_hash = %(hash)s, title = %(title)s, author = %(author)s,
+       created_at = %(created)s, modified_at = %(modified)s, outline = %(outline)s,
+       metadata = %(metadata)s, status = 'ready', progress = 100, error_code = NULL,
+       error_detail = NULL, ingested_at = now(), updated_at = now()
+ WHERE id = %(id)s
+"""
+
+REMOVE_MISSING_SQL = """
+DELETE FROM pgrag.documents
+WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NOT (path = ANY(%s))
+RETURNING path
+"""
+
+
+async def known_documents(
+    conn: psycopg.AsyncConnection, collection_id: int, paths: list[str]
+) -> dict[str, KnownDocument]:
+    rows = await (await conn.execute(KNOWN_SQL, (collection_id, paths))).fetchall()
+    return {r[0]: KnownDocument(r[1], r[2], r[3], r[4]) for r in rows}
+
+
+async def mark_processing(
+    conn: psycopg.AsyncConnection, collection_id: int, fields: DocumentFields
+) -> UUID:
+    row = await (
+        await conn.execute(
+            MARK_PROCESSING_SQL,
+            {
+                "cid": collection_id,
+                "path": fields.path,
+                "folder": fields.folder,
+                "name": fields.name,
+                "file_type": fields.file_type,
+                "metadata": Jsonb(fields.metadata),
+            },
+        )
+    ).fetchone()
+    return row[0]
+
+
+async def set_progress(conn: psycopg.AsyncConnection, document_id: UUID, percent: float) -> None:
+    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), document_id))
+
+
+async def mark_failed(
+    conn: psycopg.AsyncConnection,
+    document_id: UUID,
+    *,
+    status: str,
+    code: str,
+    detail: str,
+    content_hash: str | None,
+    size: int | None,
+) -> None:
+    await conn.execute(
+        MARK_FAILED_SQL,
+        {
+            "id": document_id,
+            "status": status,
+            "code": code,
+            "detail": detail,
+            "hash": content_hash,
+            "size": size,
+        },
+    )
+
+
+async def write_version(
+    conn: psycopg.AsyncConnection,
+    *,
+    document_id: UUID,
+    collection_id: int,
+    set_id: int,
+    fields: DocumentFields,
+    units: list[Unit],
+    chunks: list[ChunkRow],
+    vectors: np.ndarray,
+) -> None:
+    """Replace the document's units, chunks and embeddings in one transaction."""
+    async with conn.transaction():
+        await conn.execute(LOCK_SQL, (document_id,))
+        await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
+        await conn.execute(DELETE_UNITS_SQL, (document_id,))
+        unit_ids: list[int] = []
+        if units:
+            cur = await conn.execute(
+                INSERT_UNITS_SQL,
+                (
+                    document_id,
+                    [u.kind for u in units],
+                    [u.number for u in units],
+                    [u.title for u in units],
+                    [u.body for u in units],
+                    [Jsonb(u.meta) for u in units],
+                ),
+            )
+            by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
+            unit_ids = [by_key[(u.kind, u.number)] for u in units]
+        sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
+        if sheet_units:
+            async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
+                for uid, u in sheet_units:
+                    for n, cells in enumerate(u.rows or [], start=1):
+                        await copy.write_row((uid, n, cells))
+        if chunks:
+            cur = await conn.execute(
+                INSERT_CHUNKS_SQL,
+                (
+                    document_id,
+                    collection_id,
+                    [unit_ids[c.unit_index] for c in chunks],
+                    list(range(1, len(chunks) + 1)),
+                    [c.heading for c in chunks],
+                    [c.draft.content for c in chunks],
+                    [c.content_hash for c in chunks],
+                    [c.draft.token_count for c in chunks],
+                    [c.draft.char_start for c in chunks],
+                    [c.draft.char_end for c in chunks],
+                    [c.page for c in chunks],
+                    [c.section for c in chunks],
+                    [c.sheet for c in chunks],
+                    [c.draft.row_start for c in chunks],
+                    [c.draft.row_end for c in chunks],
+                    [c.slide for c in chunks],
+                ),
+            )
+            by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
+            chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+            await conn.execute(INSERT_EMBEDDINGS_SQL, (set_id, chunk_ids, list(vectors)))
+        await conn.execute(
+            FINISH_SQL,
+            {
+                "id": document_id,
+                "folder": fields.folder,
+                "name": fields.name,
+                "file_type": fields.file_type,
+                "size": fields.size_bytes,
+                "hash": fields.content_hash,
+                "title": fields.title,
+                "author": fields.author,
+                "created": fields.created_at,
+                "modified": fields.modified_at,
+                "outline": Jsonb(fields.outline),
+                "metadata": Jsonb(fields.metadata),
+            },
+        )
+
+
+async def remove_missing(
+    conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
+) -> list[str]:
+    rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
+    return [r[0] for r in rows]
