@@ -216,14 +216,15 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 $$;
 
 -- websearch-style query (quotes = phrase, -word = not, or) in the CJK-aware lexical form.
--- Terms are OR-ed unless the query negates something, so that a query with one word the
--- text lacks (or a CJK bigram spanning a particle) still finds it; ts_rank_cd rewards covers.
+-- Plain terms are OR-ed, so that a query with one word the text lacks (or a CJK bigram
+-- spanning a particle, as in 合同签署 vs 合同的签署) still finds it and ts_rank_cd rewards
+-- the better covers. A query with quotes or a negation keeps websearch's AND semantics.
 CREATE FUNCTION pgrag.lexical_query(q text) RETURNS tsquery
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
     parsed tsquery := websearch_to_tsquery('pgrag.search', pgrag.lexical_text(q));
 BEGIN
-    IF position('!' IN parsed::text) = 0 THEN
+    IF position('"' IN q) = 0 AND position('!' IN parsed::text) = 0 THEN
         RETURN replace(parsed::text, ' & ', ' | ')::tsquery;
     END IF;
     RETURN parsed;

@@ -67,15 +67,18 @@ CREATE FUNCTION pgrag.hybrid_search(
     semantic_weight float8 DEFAULT 1.0,
     pool_size       int DEFAULT 100,
     min_similarity  float8 DEFAULT NULL,
-    embedding_model text DEFAULT NULL
+    embedding_model text DEFAULT NULL,
+    match_offset    int DEFAULT 0
 ) RETURNS TABLE (
-    chunk_id        bigint,
-    document_id     uuid,
-    lexical_rank    int,
-    lexical_score   float4,
-    semantic_rank   int,
-    semantic_score  float8,
-    fused_score     float8
+    rank             int,     -- final position, 1-based
+    chunk_id         bigint,
+    document_id      uuid,
+    lexical_rank     int,     -- NULL: not in the lexical pool
+    lexical_score    float4,  -- ts_rank_cd
+    semantic_rank    int,     -- NULL: not in the semantic pool
+    semantic_score   float8,  -- cosine similarity
+    fused_score      float8,
+    total_candidates int      -- rows in the fused pool (before limit and offset)
 )
 LANGUAGE sql STABLE AS $$
     WITH q AS (
@@ -94,17 +97,13 @@ LANGUAGE sql STABLE AS $$
         ORDER BY score DESC, c.id
         LIMIT pool_size
     ),
-    semantic_raw AS (
-        SELECT sc.chunk_id, sc.similarity
+    semantic AS (
+        SELECT sc.chunk_id AS id, sc.similarity AS score,
+               row_number() OVER (ORDER BY sc.similarity DESC, sc.chunk_id)::int AS rank
         FROM pgrag.semantic_candidates(query_embedding, pool_size, collection_ids, filters,
                                        embedding_model) sc
         WHERE query_embedding IS NOT NULL AND semantic_weight <> 0
-    ),
-    semantic AS (
-        SELECT sr.chunk_id AS id, sr.similarity AS score,
-               row_number() OVER (ORDER BY sr.similarity DESC, sr.chunk_id)::int AS rank
-        FROM semantic_raw sr
-        ORDER BY sr.similarity DESC, sr.chunk_id
+        ORDER BY sc.similarity DESC, sc.chunk_id
         LIMIT pool_size
     ),
     fused AS (
@@ -114,11 +113,16 @@ LANGUAGE sql STABLE AS $$
              + coalesce(semantic_weight / (rrf_k + s.rank), 0) AS fused
         FROM lexical l
         FULL JOIN semantic s ON s.id = l.id
+        WHERE min_similarity IS NULL OR s.score >= min_similarity
+    ),
+    ranked AS (
+        SELECT f.*, row_number() OVER (ORDER BY f.fused DESC, f.id)::int AS pos,
+               count(*) OVER ()::int AS total
+        FROM fused f
     )
-    SELECT f.id, c.document_id, f.lrank, f.lscore, f.srank, f.sscore, f.fused
-    FROM fused f
-    JOIN pgrag.chunks c ON c.id = f.id
-    WHERE min_similarity IS NULL OR f.sscore >= min_similarity
-    ORDER BY f.fused DESC, f.id
-    LIMIT match_count
+    SELECT r.pos, r.id, c.document_id, r.lrank, r.lscore, r.srank, r.sscore, r.fused, r.total
+    FROM ranked r
+    JOIN pgrag.chunks c ON c.id = r.id
+    ORDER BY r.pos
+    LIMIT match_count OFFSET match_offset
 $$;

@@ -1,0 +1,1 @@
+"""Search: SQL ranking (pgrag.hybrid_search and friends), smart snippets, token-bounded pages."""

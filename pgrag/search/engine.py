@@ -1,0 +1,450 @@
+"""The search service: embeds the query, runs the ranking SQL, shapes hits with snippets,
+and cuts the page to the token budget. Python never re-ranks: order comes from SQL."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
+from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
+from pgrag.search import sql
+from pgrag.search.keywords import (
+    extract_keywords,
+    find_matches,
+    find_regex_matches,
+    to_postgres_regex,
+)
+from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
+from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
+
+log = logging.getLogger(__name__)
+
+MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft, SPEC §1)
+REGEX_TIMEOUT_MS = 3000
+CONTEXT_CHARS = 200  # context.before / context.after
+PREVIEW_CHARS = 240
+MAX_POOL = 1000
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Visible in --explain and in pgrag.search_log.params."""
+
+    rrf_k: int = 60
+    lexical_weight: float = 1.0
+    semantic_weight: float = 1.0
+    pool_size: int = 100
+    chunks_per_document: int = 3
+
+
+@dataclass
+class SearchPage:
+    data: SearchData
+    has_more: bool
+    next_token: str | None
+    first_exceeded: bool
+
+
+def _pg_filters(req: SearchRequest) -> dict[str, Any]:
+    f = req.filters.model_dump(mode="json", exclude_none=True, exclude={"collection"})
+    return f
+
+
+class SearchService:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        provider: EmbeddingProvider,
+        *,
+        max_snippets: int = 10,
+        snippet_summary: bool = True,
+        default_content_mode: str = "smart_extract",
+        fusion: FusionParams | None = None,
+        log_searches: bool = True,
+    ) -> None:
+        self.pool = pool
+        self.provider = provider
+        self.max_snippets = max_snippets
+        self.snippet_summary = snippet_summary
+        self.default_content_mode = default_content_mode
+        self.fusion = fusion or FusionParams()
+        self.log_searches = log_searches
+        self._codec: ContinuationCodec | None = None
+
+    async def codec(self, conn: psycopg.AsyncConnection) -> ContinuationCodec:
+        if self._codec is None:
+            secret = (await (await conn.execute(sql.SECRET_SQL)).fetchone())[0]
+            self._codec = ContinuationCodec(secret.encode())
+        return self._codec
+
+    async def search(
+        self,
+        req: SearchRequest,
+        *,
+        collection_scope: list[str] | None = None,
+        caller: str | None = None,
+    ) -> SearchPage:
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        mode = req.normalised_mode
+        scope_fp = fingerprint({"req": req.page_fingerprint_args(), "scope": collection_scope})
+        async with self.pool.connection() as conn:
+            offset = 0
+            if req.continuation_token:
+                state = (await self.codec(conn)).decode(req.continuation_token, "search", scope_fp)
+                offset = int(state.get("o", 0))
+            collection_ids = await self._collection_ids(conn, req, collection_scope)
+            degraded: list[str] = []
+            embedding: np.ndarray | None = None
+            lexical_ok = mode in ("hybrid", "keyword") and await self._lexical_usable(
+                conn, req.query
+            )
+            if mode in ("hybrid", "keyword") and not lexical_ok:
+                degraded.append("lexical")
+            needs_embedding = (
+                mode == "semantic" or (mode == "hybrid") or (mode == "keyword" and not lexical_ok)
+            )
+            if needs_embedding:
+                t = time.perf_counter()
+                try:
+                    embedding = await self.provider.embed_query(req.query)
+                except UpstreamError:
+                    if mode == "semantic" or not lexical_ok:
+                        raise
+                    degraded.append("semantic")
+                timings["embed_ms"] = round((time.perf_counter() - t) * 1000, 2)
+            if not lexical_ok and embedding is None and mode != "regex":
+                raise InvalidArgument(
+                    "the query has no searchable words (only stop words or symbols) and no "
+                    "embedding: add meaningful words, or use mode='regex' for patterns"
+                )
+            t = time.perf_counter()
+            params, rows = await self._rank(
+                conn, req, mode, offset, collection_ids, embedding, lexical_ok
+            )
+            timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
+            hits = await self._hits(conn, req, mode, rows)
+            total = rows[0][8] if rows else 0
+            budget = fit_to_budget(
+                hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
+            )
+            hits = hits[: budget.count]
+            next_offset = offset + len(hits)
+            has_more = next_offset < total
+            token = (
+                (await self.codec(conn)).encode("search", scope_fp, {"o": next_offset})
+                if has_more
+                else None
+            )
+            timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            search_id = await self._log(
+                conn, req, mode, params, embedding, degraded, hits, timings, caller
+            )
+        data = SearchData(
+            results=hits,
+            total_matches=total,
+            mode=mode,
+            scope=req.scope,
+            degraded=degraded,
+            model=self.provider.model if embedding is not None else None,
+            took_ms=timings["total_ms"],
+            search_id=search_id,
+            token_count=budget.tokens,
+        )
+        return SearchPage(data, has_more, token, budget.first_exceeded)
+
+    async def _collection_ids(
+        self, conn: psycopg.AsyncConnection, req: SearchRequest, scope: list[str] | None
+    ) -> list[int] | None:
+        names = [req.filters.collection] if req.filters.collection else scope
+        if names is None:
+            return None
+        if scope is not None and req.filters.collection and req.filters.collection not in scope:
+            raise PgragError(
+                f"collection '{req.filters.collection}' is outside this key's scope",
+                code=ErrorCode.FORBIDDEN,
+            )
+        ids = []
+        for name in names:
+            row = await (await conn.execute(sql.COLLECTION_IDS_SQL, (name,))).fetchone()
+            if row is None and req.filters.collection:
+                raise NotFound(
+                    f"no collection named '{name}': list them with list_folders or omit the filter"
+                )
+            if row is not None:
+                ids.append(row[0])
+        return ids
+
+    async def _lexical_usable(self, conn: psycopg.AsyncConnection, query: str) -> bool:
+        if len(query.split()) > MAX_LEXICAL_WORDS:
+            return False
+        try:
+            nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
+        except psycopg.Error:
+            return False
+        return bool(nodes)
+
+    async def _rank(
+        self,
+        conn: psycopg.AsyncConnection,
+        req: SearchRequest,
+        mode: str,
+        offset: int,
+        collection_ids: list[int] | None,
+        embedding: np.ndarray | None,
+        lexical_ok: bool,
+    ) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        f = self.fusion
+        params: dict[str, Any] = {
+            "match_count": req.limit,
+            "match_offset": offset,
+            "collection_ids": collection_ids,
+            "filters": _pg_filters(req),
+            "chunks_per_document": f.chunks_per_document,
+        }
+        if mode == "regex":
+            params["pattern"] = to_postgres_regex(req.query)
+            query = sql.REGEX_DOCUMENTS_SQL if req.scope == "documents" else sql.REGEX_SQL
+            try:
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL statement_timeout = {REGEX_TIMEOUT_MS}")
+                    rows = await (
+                        await conn.execute(query, {**params, "filters": Jsonb(params["filters"])})
+                    ).fetchall()
+            except psycopg.errors.InvalidRegularExpression as exc:
+                raise InvalidArgument(
+                    f"{exc.diag.message_primary}. "
+                    "Use POSIX syntax, e.g. [[:alnum:]._%+-]+@[[:alnum:].-]+"
+                ) from exc
+            except psycopg.errors.QueryCanceled as exc:
+                raise PgragError(
+                    "the regular expression took too long: make it more specific or add filters",
+                    code=ErrorCode.TIMEOUT,
+                ) from exc
+            return params, rows
+        lexical_weight = f.lexical_weight if lexical_ok and mode in ("hybrid", "keyword") else 0.0
+        semantic_weight = f.semantic_weight if embedding is not None and mode != "keyword" else 0.0
+        if mode == "keyword" and not lexical_ok:
+            semantic_weight = f.semantic_weight  # degraded: the other leg answers
+        params.update(
+            {
+                "query": req.query if lexical_weight else None,
+                "embedding": embedding if semantic_weight else None,
+                "rrf_k": f.rrf_k,
+                "lexical_weight": lexical_weight,
+                "semantic_weight": semantic_weight,
+                "pool_size": min(MAX_POOL, max(f.pool_size, offset + req.limit)),
+                "min_similarity": req.threshold if semantic_weight else None,
+                "embedding_model": self.provider.model if semantic_weight else None,
+            }
+        )
+        query = sql.DOCUMENTS_SQL if req.scope == "documents" else sql.HYBRID_SQL
+        rows = await (
+            await conn.execute(query, {**params, "filters": Jsonb(params["filters"])})
+        ).fetchall()
+        return params, rows
+
+    async def _hits(
+        self,
+        conn: psycopg.AsyncConnection,
+        req: SearchRequest,
+        mode: str,
+        rows: list[tuple[Any, ...]],
+    ) -> list[SearchHit]:
+        if not rows:
+            return []
+        chunk_ids: set[int] = set()
+        for r in rows:
+            chunk_ids.update(r[10] or [r[1]])
+        margin = max(CONTEXT_CHARS, round(req.context_chars * 1.25)) + 150
+        detail_rows = await (
+            await conn.execute(sql.CHUNK_DETAILS_SQL, {"ids": list(chunk_ids), "margin": margin})
+        ).fetchall()
+        details = {d[0]: d for d in detail_rows}
+        content_mode = req.content_mode or self.default_content_mode
+        keywords = extract_keywords(req.query) if mode != "regex" else []
+        hits = []
+        for r in rows:
+            rank, best_id, _doc, lrank, lscore, srank, sscore, fused, _total, rx, ids = r
+            d = details.get(best_id)
+            if d is None:  # deleted between ranking and fetching
+                continue
+            hit_chunks = [details[i] for i in (ids or [best_id]) if i in details]
+            hits.append(
+                self._hit(
+                    req,
+                    mode,
+                    rank,
+                    d,
+                    hit_chunks,
+                    keywords,
+                    content_mode,
+                    Explain(
+                        lexical_rank=lrank,
+                        lexical_score=lscore,
+                        semantic_rank=srank,
+                        semantic_score=sscore,
+                        fused_score=fused,
+                        regex_matches=rx,
+                        rrf_k=self.fusion.rrf_k if mode != "regex" else None,
+                        lexical_weight=self.fusion.lexical_weight if mode != "regex" else None,
+                        semantic_weight=self.fusion.semantic_weight if mode != "regex" else None,
+                    ),
+                )
+            )
+        return hits
+
+    def _hit(
+        self,
+        req: SearchRequest,
+        mode: str,
+        rank: int,
+        d: tuple[Any, ...],
+        chunks: list[tuple[Any, ...]],
+        keywords: list[str],
+        content_mode: str,
+        explain: Explain,
+    ) -> SearchHit:
+        (
+            cid,
+            doc_id,
+            name,
+            path,
+            file_type,
+            title,
+            author,
+            modified,
+            outline,
+            content,
+            cstart,
+            cend,
+            page,
+            section,
+            sheet,
+            row_start,
+            row_end,
+            slide,
+            _heading,
+            base,
+            window,
+            body_len,
+        ) = d
+        window = window or content
+        lo, hi = cstart - base, cend - base
+        score = self._score(mode, explain)
+        snippets = []
+        if content_mode == "smart_extract":
+            for ch in chunks:
+                w = ch[20] or ch[9]
+                src = SnippetSource(
+                    text=w,
+                    base=ch[19],
+                    text_len=ch[21] or len(w),
+                    lo=ch[10] - ch[19],
+                    hi=ch[11] - ch[19],
+                    file_id=ch[1],
+                    file_name=ch[2],
+                )
+                matches = (
+                    find_regex_matches(w, req.query)
+                    if mode == "regex"
+                    else find_matches(w, keywords)
+                )
+                snippets += make_snippets(
+                    src,
+                    matches,
+                    context_chars=req.context_chars,
+                    merge_overlapping=req.merge_overlapping,
+                    with_details=req.return_scoring_details,
+                )
+            snippets = finalise(snippets, self.max_snippets)
+        rows = f"{row_start}-{row_end}" if row_start is not None else None
+        meta: dict[str, object] = {"document_type": file_type, "title": title}
+        if author:
+            meta["author"] = author
+        if modified:
+            meta["modified"] = modified.isoformat()
+        for key in ("total_pages", "total_slides", "total_rows", "pages_estimated"):
+            if isinstance(outline, dict) and key in outline:
+                meta[key] = outline[key]
+        preview_src = snippets[0].content if snippets else content
+        return SearchHit(
+            rank=rank,
+            document_id=doc_id,
+            chunk_id=cid,
+            name=name,
+            path=path,
+            score=score,
+            location=Location(page=page, section=section, sheet=sheet, slide=slide, rows=rows),
+            preview=" ".join(preview_src.split())[:PREVIEW_CHARS],
+            snippets=snippets,
+            matched_context=summary(snippets) if snippets and self.snippet_summary else None,
+            content="\n\n".join(ch[9] for ch in chunks) if content_mode == "full" else None,
+            context=Context(
+                before=window[max(0, lo - CONTEXT_CHARS) : max(lo, 0)].lstrip(),
+                after=window[hi : hi + CONTEXT_CHARS].rstrip(),
+            ),
+            metadata=meta,
+            explain=explain if req.explain else None,
+        )
+
+    @staticmethod
+    def _score(mode: str, e: Explain) -> float:
+        if mode == "regex":
+            return float(e.regex_matches or 0)
+        if mode == "semantic":
+            return round(float(e.semantic_score or 0.0), 6)
+        if mode == "keyword" and e.lexical_score is not None:
+            return round(float(e.lexical_score), 6)
+        return round(float(e.fused_score or 0.0), 6)
+
+    async def _log(
+        self,
+        conn: psycopg.AsyncConnection,
+        req: SearchRequest,
+        mode: str,
+        params: dict[str, Any],
+        embedding: np.ndarray | None,
+        degraded: list[str],
+        hits: list[SearchHit],
+        timings: dict[str, float],
+        caller: str | None,
+    ) -> int | None:
+        if not self.log_searches:
+            return None
+        logged = {k: v for k, v in params.items() if k not in ("embedding",)}
+        results = [
+            {"rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id, "score": h.score}
+            for h in hits
+        ]
+        try:
+            row = await (
+                await conn.execute(
+                    sql.LOG_SQL,
+                    (
+                        req.query,
+                        mode,
+                        req.scope,
+                        Jsonb(logged),
+                        embedding,
+                        self.provider.model,
+                        degraded,
+                        Jsonb(results),
+                        Jsonb(timings),
+                        caller,
+                    ),
+                )
+            ).fetchone()
+            return int(row[0])
+        except psycopg.Error:  # logging must never fail a search
+            log.warning("could not log search", exc_info=True)
+            return None

@@ -1,0 +1,159 @@
+"""Search request and result models: the MCP `search` tool's schema is generated from these."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SearchMode = Literal["hybrid", "semantic", "keyword", "exact", "regex"]
+Scope = Literal["chunks", "documents"]
+ContentMode = Literal["smart_extract", "full", "none"]
+
+
+class SearchFilters(BaseModel):
+    """Restrict the search; every filter is optional and they combine with AND."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str | None = Field(None, description="collection (knowledge base) name")
+    folder: str | None = Field(None, description="folder prefix, e.g. 'Finance/2024'")
+    file_type: str | list[str] | None = Field(
+        None, description="extension(s) without dot: pdf, xlsx, md"
+    )
+    document_ids: list[UUID] | None = Field(
+        None, max_length=500, description="only these documents"
+    )
+    date_from: date | datetime | None = Field(None, description="modified on or after (ISO date)")
+    date_to: date | datetime | None = Field(None, description="modified on or before (ISO date)")
+    submitter: str | None = None
+    author: str | None = None
+    tags: list[str] | None = Field(None, description="documents having any of these tags")
+
+    @field_validator("file_type")
+    @classmethod
+    def _normalise_types(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if v is None:
+            return None
+        items = [v] if isinstance(v, str) else v
+        return [t.lower().lstrip(".") for t in items]
+
+    @field_validator("folder")
+    @classmethod
+    def _strip_folder(cls, v: str | None) -> str | None:
+        return v.strip("/") if v else v
+
+
+class SearchRequest(BaseModel):
+    """Find passages or documents. Use `hybrid` (default) for questions and topics,
+    `keyword` for exact words or "quoted phrases", `semantic` for meaning across languages,
+    `regex` for patterns such as e-mail addresses or contract numbers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000, description="question, words, or a regex")
+    mode: SearchMode = Field("hybrid", description="hybrid | semantic | keyword (= exact) | regex")
+    scope: Scope = Field("chunks", description="chunks: passages; documents: best documents")
+    limit: int = Field(5, ge=1, le=50, description="results per page")
+    threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+    content_mode: ContentMode | None = Field(
+        None, description="smart_extract: keyword snippets (default); full: whole chunk text; none"
+    )
+    context_chars: int = Field(400, ge=0, le=4000, description="characters around each keyword")
+    merge_overlapping: bool = Field(True, description="merge snippets less than 50 chars apart")
+    return_scoring_details: bool = Field(False, description="include snippet scoring details")
+    explain: bool = Field(False, description="include per-leg ranks and scores")
+    max_tokens: int = Field(2000, ge=50, le=25000, description="token budget of this page")
+    continuation_token: str | None = Field(
+        None, max_length=4096, description="from the previous page"
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query is blank")
+        return v
+
+    @property
+    def normalised_mode(self) -> str:
+        return "keyword" if self.mode == "exact" else self.mode
+
+    def page_fingerprint_args(self) -> dict[str, object]:
+        """What a continuation token must repeat (everything but the page controls)."""
+        return self.model_dump(mode="json", exclude={"continuation_token", "max_tokens"})
+
+
+class ScoringDetails(BaseModel):
+    unique_keywords: int
+    total_keywords: int
+    span: int
+    percent_in_doc: float
+
+
+class Snippet(BaseModel):
+    content: str
+    file_id: str
+    file_name: str
+    keywords_matched: list[str]
+    original_char_start: int = Field(description="offset into the unit's extracted text")
+    original_char_end: int
+    relevance_score: float
+    scoring_details: ScoringDetails | None = None
+
+
+class Location(BaseModel):
+    page: int | None = None
+    section: str | None = None
+    sheet: str | None = None
+    slide: int | None = None
+    rows: str | None = Field(None, description="sheet rows, e.g. '2-41'")
+
+
+class Context(BaseModel):
+    before: str = ""
+    after: str = ""
+
+
+class Explain(BaseModel):
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    semantic_rank: int | None = None
+    semantic_score: float | None = None
+    fused_score: float | None = None
+    regex_matches: int | None = None
+    rrf_k: int | None = None
+    lexical_weight: float | None = None
+    semantic_weight: float | None = None
+
+
+class SearchHit(BaseModel):
+    rank: int
+    document_id: str
+    chunk_id: int
+    name: str
+    path: str
+    score: float
+    location: Location
+    preview: str
+    snippets: list[Snippet] = Field(default_factory=list)
+    matched_context: str | None = None
+    content: str | None = None
+    context: Context = Field(default_factory=Context)
+    metadata: dict[str, object] = Field(default_factory=dict)
+    explain: Explain | None = None
+
+
+class SearchData(BaseModel):
+    results: list[SearchHit]
+    total_matches: int
+    mode: str
+    scope: str
+    degraded: list[str] = Field(default_factory=list)
+    model: str | None = None
+    took_ms: float
+    search_id: int | None = None
+    token_count: int = 0

@@ -1,0 +1,73 @@
+"""The SQL the search service runs; the ranking itself lives in sql/migrations/ functions."""
+
+HYBRID_SQL = """
+SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
+       fused_score, total_candidates, NULL::int AS regex_matches, NULL::bigint[] AS chunk_ids
+FROM pgrag.hybrid_search(
+    %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
+    %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
+    %(embedding_model)s, %(match_offset)s)
+"""
+
+DOCUMENTS_SQL = """
+SELECT rank, best_chunk_id, document_id, lexical_rank, lexical_score, semantic_rank,
+       semantic_score, fused_score, total_documents, NULL::int, chunk_ids
+FROM pgrag.hybrid_search_documents(
+    %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
+    %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
+    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s)
+"""
+
+REGEX_SQL = """
+SELECT rank, chunk_id, document_id, NULL::int, NULL::float4, NULL::int, NULL::float8,
+       NULL::float8, total_candidates, matches, NULL::bigint[]
+FROM pgrag.regex_search(%(pattern)s, %(match_count)s, %(collection_ids)s, %(filters)s,
+                        %(match_offset)s)
+"""
+
+REGEX_DOCUMENTS_SQL = """
+WITH hits AS (
+    SELECT r.*, row_number() OVER (PARTITION BY r.document_id ORDER BY r.rank) AS nth
+    FROM pgrag.regex_search(%(pattern)s, 100000, %(collection_ids)s, %(filters)s, 0) r
+), docs AS (
+    SELECT b.document_id, b.chunk_id, b.rank AS best_rank,
+           (SELECT sum(x.matches) FROM hits x WHERE x.document_id = b.document_id)::int AS n,
+           (SELECT array_agg(x.chunk_id ORDER BY x.rank) FROM hits x
+             WHERE x.document_id = b.document_id AND x.nth <= %(chunks_per_document)s) AS chunk_ids
+    FROM hits b WHERE b.nth = 1
+)
+SELECT row_number() OVER (ORDER BY d.n DESC, d.best_rank)::int, d.chunk_id, d.document_id,
+       NULL::int, NULL::float4, NULL::int, NULL::float8, NULL::float8, count(*) OVER ()::int,
+       d.n, d.chunk_ids
+FROM docs d
+ORDER BY d.n DESC, d.best_rank
+LIMIT %(match_count)s OFFSET %(match_offset)s
+"""
+
+LEXICAL_NODES_SQL = "SELECT numnode(pgrag.lexical_query(%s))"
+
+COLLECTION_IDS_SQL = "SELECT id FROM pgrag.collections WHERE name = %s"
+
+# the hit chunks with their documents and a window of the unit text around each chunk
+CHUNK_DETAILS_SQL = """
+SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author,
+       d.modified_at, d.outline, c.content, c.char_start, c.char_end, c.page, c.section,
+       c.sheet, c.row_start, c.row_end, c.slide, c.heading,
+       greatest(c.char_start - %(margin)s, 0) AS base,
+       substr(u.body, greatest(c.char_start - %(margin)s, 0) + 1,
+              (c.char_end - greatest(c.char_start - %(margin)s, 0)) + %(margin)s) AS window,
+       length(u.body) AS body_len
+FROM pgrag.chunks c
+JOIN pgrag.documents d ON d.id = c.document_id
+LEFT JOIN pgrag.units u ON u.id = c.unit_id
+WHERE c.id = ANY(%(ids)s)
+"""
+
+SECRET_SQL = "SELECT secret FROM pgrag.server_secret"
+
+LOG_SQL = """
+INSERT INTO pgrag.search_log (query, mode, scope, params, query_embedding, model, degraded,
+                              results, timings, caller)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+RETURNING id
+"""
