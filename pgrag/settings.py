@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     )
     chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("WARNING", description="log level")
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` logs")
 
     @field_validator("toolsets")
@@ -112,3 +112,31 @@ def load_settings(**overrides: object) -> Settings:
         name = f"PGRAG_{field.upper()}"
         msg = err["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{name}: {msg}") from None
+
+
+def _default_text(name: str) -> str:
+    field = Settings.model_fields[name]
+    if name == "home":
+        return "`~/.local/share/pgrag`"
+    if name == "read_only":
+        return "true for HTTP, false for the CLI"
+    default = field.default
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return str(default).lower()
+    return f"`{default}`"
+
+
+def configuration_table() -> str:
+    """The README's configuration table, generated from the settings model."""
+    lines = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        desc = (field.description or "").replace("|", "\\|")
+        lines.append(f"| `PGRAG_{name.upper()}` | `{flag}` | {_default_text(name)} | {desc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(configuration_table())
