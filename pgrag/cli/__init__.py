@@ -11,7 +11,13 @@ from pgrag.cli.app import cli
 from pgrag.errors import ConfigError, PgragError
 
 # commands register themselves on `cli` when imported
-from pgrag.cli import db_commands, ingest_commands, search_commands  # noqa: F401  isort: skip
+from pgrag.cli import (  # noqa: F401  isort: skip
+    db_commands,
+    ingest_commands,
+    reindex_command,
+    search_commands,
+    serve_command,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

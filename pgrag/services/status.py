@@ -9,11 +9,15 @@ from psycopg.rows import dict_row
 
 from pgrag.errors import NotFound
 
-COUNTS_SQL = "SELECT status, count(*) FROM pgrag.documents GROUP BY status"
-NOT_READY_SQL = """
-SELECT id AS document_id, path, status, progress, error_code, error_detail
-FROM pgrag.documents WHERE status <> 'ready' ORDER BY status, path LIMIT 200
+SCOPE = """
+collection_id IN (SELECT id FROM pgrag.collections
+                  WHERE %(scope)s::text[] IS NULL OR name = ANY(%(scope)s::text[]))
 """
+COUNTS_SQL = "SELECT status, count(*) FROM pgrag.documents WHERE" + SCOPE + "GROUP BY status"
+NOT_READY_SQL = (
+    "SELECT id::text AS document_id, path, status, progress, error_code, error_detail"
+    " FROM pgrag.documents WHERE status <> 'ready' AND" + SCOPE + "ORDER BY status, path LIMIT 200"
+)
 ONE_SQL = """
 SELECT d.id AS document_id, d.path, d.name, c.name AS collection, d.status, d.progress,
        d.error_code, d.error_detail, d.updated_at, d.ingested_at,
@@ -36,9 +40,9 @@ async def status_report(
             raise NotFound(f"no document '{document}': use its document_id, path or file name")
         return rows[0]
     counts = {s: 0 for s in ("pending", "processing", "ready", "failed")}
-    counts.update(dict(await (await conn.execute(COUNTS_SQL)).fetchall()))
+    counts.update(dict(await (await conn.execute(COUNTS_SQL, {"scope": scope})).fetchall()))
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(NOT_READY_SQL)
+        await cur.execute(NOT_READY_SQL, {"scope": scope})
         rows = await cur.fetchall()
     return {
         "counts": counts,

@@ -1,0 +1,1 @@
+"""The MCP server: core tools, resources, transports (stdio, Streamable HTTP, SSE)."""

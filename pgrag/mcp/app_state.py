@@ -1,0 +1,166 @@
+"""What every tool call can reach: pool, provider, services, settings; and the wrapper that
+turns a tool body into an enveloped, audited, time-limited call."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+import psycopg
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import DatabaseError, ErrorCode, PgragError
+from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
+from pgrag.paging import ContinuationCodec
+from pgrag.search.engine import SearchService
+from pgrag.settings import Settings
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+
+DEFAULT_TIMEOUT_S = 5.0
+SEARCH_TIMEOUT_S = 10.0
+AUDIT_SQL = """
+INSERT INTO pgrag.audit_log (tool, arguments, caller, duration_ms, outcome, trace_id)
+VALUES (%s, %s, %s, %s, %s, %s)
+"""
+ELIDE_KEYS = {"content", "text", "patch", "data"}
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    pool: AsyncConnectionPool
+    provider: EmbeddingProvider
+    search: SearchService
+    codec: ContinuationCodec
+    on_change: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+def state_of(ctx: Context[Any, Any]) -> AppState:
+    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+
+
+def scope_of(ctx: Context[Any, Any]) -> list[str] | None:
+    """Collections the caller may read (None = all). Set by the HTTP auth layer."""
+    from pgrag.mcp.auth import current_scope
+
+    return current_scope()
+
+
+def caller_of(ctx: Context[Any, Any]) -> str:
+    from pgrag.mcp.auth import current_caller
+
+    return current_caller()
+
+
+def _elide(args: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if k in ELIDE_KEYS and isinstance(v, str):
+            out[k] = f"<{len(v)} chars>"
+        elif isinstance(v, str) and len(v) > 500:
+            out[k] = v[:500] + "…"
+        else:
+            out[k] = v
+    return out
+
+
+async def _audit(
+    state: AppState,
+    tool: str,
+    args: dict[str, Any],
+    caller: str,
+    ms: float,
+    outcome: str,
+    trace_id: str,
+) -> None:
+    try:
+        async with state.pool.connection(timeout=2) as conn:
+            await conn.execute(
+                AUDIT_SQL, (tool, Jsonb(_elide(args)), caller, ms, outcome, trace_id)
+            )
+    except Exception:  # auditing must not turn a good answer into an error
+        log.warning("audit write failed for %s", tool, exc_info=True)
+
+
+def _as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
+    if isinstance(exc, PgragError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return PgragError(
+            "the call took too long: narrow it (filters, smaller ranges) and retry",
+            code=ErrorCode.TIMEOUT,
+        )
+    if isinstance(exc, PoolTimeout):
+        return PgragError(
+            "the server is busy (no database connection free): retry in a moment",
+            code=ErrorCode.TIMEOUT,
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseError(
+            "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
+        )
+    if isinstance(exc, psycopg.Error):
+        log.exception("database error (trace %s)", trace_id)
+        return DatabaseError(f"database error (trace {trace_id}); retry, or check the server log")
+    log.exception("unexpected error (trace %s)", trace_id)
+    return internal_error(trace_id)
+
+
+def enveloped(
+    tool: str, timeout: float = DEFAULT_TIMEOUT_S
+) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
+    """Run a tool body under a timeout, map every failure to a stable code, audit the call."""
+
+    def decorate(
+        body: Callable[..., Awaitable[Envelope[Any]]],
+    ) -> Callable[..., Awaitable[CallToolResult]]:
+        @functools.wraps(body)
+        async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+            started = time.perf_counter()
+            trace_id = new_trace_id()
+            ctx: Context[Any, Any] = kwargs["ctx"]
+            try:
+                envelope = await asyncio.wait_for(body(*args, **kwargs), timeout)
+                envelope.meta.trace_id = trace_id
+            except Exception as exc:
+                envelope = error_envelope(_as_pgrag_error(exc, trace_id), trace_id)
+            result = to_result(envelope, started)
+            args_for_audit = {k: v for k, v in kwargs.items() if k != "ctx"}
+            outcome = envelope.error.code if envelope.error else envelope.status.message
+            await _audit(
+                state_of(ctx),
+                tool,
+                _jsonable(args_for_audit),
+                caller_of(ctx),
+                round((time.perf_counter() - started) * 1000, 2),
+                outcome,
+                trace_id,
+            )
+            return result
+
+        return wrapper
+
+    return decorate
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)

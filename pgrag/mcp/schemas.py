@@ -1,0 +1,116 @@
+"""Output data of the core tools (the envelope's `data`); MCP output schemas come from these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class FolderItem(BaseModel):
+    folder: str
+    documents: int
+
+
+class FoldersData(BaseModel):
+    folders: list[FolderItem]
+    token_count: int = 0
+
+
+class DocumentItem(BaseModel):
+    document_id: str
+    name: str
+    path: str
+    folder: str
+    file_type: str
+    status: str
+    size_bytes: int | None = None
+    modified: str | None = None
+    title: str | None = None
+    collection: str
+
+
+class DocumentsData(BaseModel):
+    documents: list[DocumentItem]
+    token_count: int = 0
+
+
+class OutlineData(BaseModel):
+    document_id: str
+    name: str
+    type: str
+    outline: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+class ChunkItem(BaseModel):
+    chunk_id: int
+    ordinal: int
+    content: str
+    metadata: dict[str, Any]
+
+
+class DocumentContentData(BaseModel):
+    document_id: str
+    format: str
+    content: str | None = None
+    chunks: list[ChunkItem] | None = None
+    metadata: dict[str, Any] | None = None
+    section: str | None = None
+    token_count: int = 0
+
+
+class PageItem(BaseModel):
+    page_number: int
+    content: str
+
+
+class PagesData(BaseModel):
+    document_id: str
+    pages: list[PageItem]
+    total_pages: int
+    pages_estimated: bool = False
+    token_count: int = 0
+
+
+class SheetData(BaseModel):
+    document_id: str
+    sheet_name: str | None
+    headers: list[str]
+    rows: list[list[str]]
+    first_row: int = Field(description="spreadsheet row number of rows[0]")
+    total_rows: int
+    columns: int
+    available_sheets: list[str] = Field(default_factory=list)
+    token_count: int = 0
+
+
+class SlideItem(BaseModel):
+    slide_number: int
+    title: str | None
+    content: str
+    notes: str | None = None
+
+
+class SlidesData(BaseModel):
+    document_id: str
+    slides: list[SlideItem]
+    total_slides: int
+    token_count: int = 0
+
+
+class StatusData(BaseModel):
+    counts: dict[str, int] | None = None
+    total: int | None = None
+    processing: list[dict[str, Any]] | None = None
+    failed: list[dict[str, Any]] | None = None
+    document: dict[str, Any] | None = None
+    status: str | None = None
+    progress: float | None = None
+    message: str | None = None
+
+
+class EmbeddingData(BaseModel):
+    embedding: list[float]
+    model: str
+    dimensions: int
