@@ -16,14 +16,12 @@ from pgrag.cli.app import cli, state
 @click.pass_context
 def serve(ctx: click.Context, transport: str, host: str, port: int) -> None:
     """Serve the MCP tools and resources (stdio for desktop/IDE clients, http for remote)."""
-    st = state(ctx)
-    settings = st.settings
-    from pgrag.mcp.server import build_server
-
-    server = build_server(settings)
+    settings = state(ctx).settings
     if transport == "stdio":
-        server.run()
+        from pgrag.mcp.server import build_server
+
+        build_server(settings).run()
         return
     from pgrag.http.app import run_http
 
-    run_http(server, settings, host=host, port=port)
+    run_http(settings, host=host, port=port)

@@ -78,26 +78,42 @@ def _error_result(exc: InvalidArgument, started: float) -> CallToolResult:
     return to_result(error_envelope(exc, trace), started)
 
 
-def build_server(settings: Settings, *, runtime_dsn: str | None = None) -> PgragServer:
+@contextlib.asynccontextmanager
+async def open_app_state(settings: Settings) -> AsyncIterator[AppState]:
+    """Pool, provider and services for one server process."""
+    async with open_runtime(settings, max_pool=20) as rt:
+        async with rt.db.pool.connection() as conn:
+            secret = (await (await conn.execute(search_sql.SECRET_SQL)).fetchone())[0]
+        service = SearchService(
+            rt.db.pool,
+            rt.provider,
+            max_snippets=settings.search_max_snippets,
+            snippet_summary=settings.return_snippet_summary,
+            default_content_mode=settings.default_content_mode,
+        )
+        yield AppState(
+            settings=settings,
+            pool=rt.db.pool,
+            provider=rt.provider,
+            search=service,
+            codec=ContinuationCodec(secret.encode()),
+        )
+
+
+class SharedState:
+    """The AppState the HTTP app opened, so MCP sessions and REST routes share one pool."""
+
+    state: AppState | None = None
+
+
+def build_server(settings: Settings, *, shared: SharedState | None = None) -> PgragServer:
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
-        async with open_runtime(settings, max_pool=20) as rt:
-            async with rt.db.pool.connection() as conn:
-                secret = (await (await conn.execute(search_sql.SECRET_SQL)).fetchone())[0]
-            service = SearchService(
-                rt.db.pool,
-                rt.provider,
-                max_snippets=settings.search_max_snippets,
-                snippet_summary=settings.return_snippet_summary,
-                default_content_mode=settings.default_content_mode,
-            )
-            yield AppState(
-                settings=settings,
-                pool=rt.db.pool,
-                provider=rt.provider,
-                search=service,
-                codec=ContinuationCodec(secret.encode()),
-            )
+        if shared is not None and shared.state is not None:
+            yield shared.state
+            return
+        async with open_app_state(settings) as state:
+            yield state
 
     server = PgragServer(
         "pgrag",

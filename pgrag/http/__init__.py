@@ -1,0 +1,1 @@
+"""HTTP transport: REST API, MCP over Streamable HTTP and SSE, auth."""

@@ -1,0 +1,326 @@
+"""One HTTP process: Streamable HTTP at /mcp (stateless), legacy SSE at /sse, the REST API
+(SPEC §6, seed 000's codes and error bodies), /healthz, /readyz and the OpenAPI description."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import ValidationError
+
+from pgrag import __version__
+from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
+from pgrag.http.auth import BearerAuth, parse_api_keys
+from pgrag.mcp.app_state import AppState
+from pgrag.mcp.auth import current_scope
+from pgrag.mcp.server import SharedState, build_server, open_app_state
+from pgrag.search.models import SearchFilters, SearchRequest
+from pgrag.services import documents as docs
+from pgrag.services.status import status_report
+from pgrag.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HTTP_STATUS = {
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.PROCESSING: 202,
+    ErrorCode.CONTENT_UNAVAILABLE: 409,
+    ErrorCode.DB_ERROR: 503,
+    ErrorCode.UPSTREAM_ERROR: 502,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.INTERNAL: 500,
+}
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+def error_response(exc: PgragError) -> JSONResponse:
+    status = HTTP_STATUS.get(exc.code, 500)
+    body: dict[str, Any] = {
+        "isError": True,
+        "errorCode": str(exc.code),
+        "errorMessage": exc.message,
+        "errorDetails": exc.detail,
+    }
+    if exc.code == ErrorCode.PROCESSING:
+        body["status"] = "processing"
+    headers = {"Retry-After": "5"} if status in (202, 503) else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _read_only(settings: Settings) -> bool:
+    return True if settings.read_only is None else settings.read_only
+
+
+def create_app(settings: Settings, *, host: str = "127.0.0.1") -> FastAPI:
+    shared = SharedState()
+    server = build_server(settings, shared=shared)
+    mcp_http = server.streamable_http_app(stateless_http=True, host=host)
+    sse = server.sse_app(host=host)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with open_app_state(settings) as state:
+            shared.state = state
+            async with server.session_manager.run():
+                yield
+            shared.state = None
+
+    app = FastAPI(
+        title="pgrag",
+        version=__version__,
+        lifespan=lifespan,
+        description="REST API of pgrag; MCP is served at /mcp (Streamable HTTP) and /sse.",
+    )
+
+    def state() -> AppState:
+        if shared.state is None:
+            raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
+        return shared.state
+
+    @app.exception_handler(PgragError)
+    async def _pgrag_error(_: Request, exc: PgragError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [
+            {"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()
+        ]
+        return error_response(
+            InvalidArgument(
+                "invalid request: " + "; ".join(f"{f['field']}: {f['problem']}" for f in fields),
+                detail={"errors": fields},
+            )
+        )
+
+    @app.exception_handler(ValidationError)
+    async def _model_validation(_: Request, exc: ValidationError) -> JSONResponse:
+        fields = [
+            {"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()
+        ]
+        return error_response(InvalidArgument("invalid request", detail={"errors": fields}))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        from pgrag.mcp.app_state import _as_pgrag_error
+        from pgrag.mcp.envelope import new_trace_id
+
+        return error_response(_as_pgrag_error(exc, new_trace_id()))
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (never needs a key)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"])
+    async def readyz() -> JSONResponse:
+        """Readiness: the database answers."""
+        try:
+            async with state().pool.connection(timeout=2) as conn:
+                await conn.execute("SELECT 1")
+        except Exception:
+            return JSONResponse(
+                {"status": "unavailable"}, status_code=503, headers={"Retry-After": "5"}
+            )
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/api/search", tags=["search"])
+    async def api_search(
+        q: Annotated[str, Query(min_length=1, max_length=4000)],
+        mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
+        scope: Literal["chunks", "documents"] = "chunks",
+        limit: Annotated[int, Query(ge=1, le=50)] = 5,
+        folder: str | None = None,
+        file_type: str | None = None,
+        collection: str | None = None,
+        max_tokens: Annotated[int, Query(ge=50, le=25000)] = 2000,
+        continuation_token: str | None = None,
+    ) -> dict[str, Any]:
+        """Search (same data as the MCP `search` tool)."""
+        req = SearchRequest(
+            query=q,
+            mode=mode,
+            scope=scope,
+            limit=limit,
+            max_tokens=max_tokens,
+            continuation_token=continuation_token,
+            filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
+        )
+        page = await asyncio.wait_for(
+            state().search.search(req, collection_scope=current_scope(), caller="rest"), 10
+        )
+        body = page.data.model_dump(mode="json")
+        body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
+        return body
+
+    @app.get("/api/documents", tags=["documents"])
+    async def api_documents(
+        folder: str | None = None,
+        file_type: str | None = None,
+        status: Literal["pending", "processing", "ready", "failed"] | None = None,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    ) -> dict[str, Any]:
+        """Documents, ordered by path."""
+        async with state().pool.connection() as conn:
+            rows = await docs.list_documents(
+                conn,
+                current_scope(),
+                folder=folder,
+                file_type=file_type,
+                status=status,
+                offset=offset,
+                limit=limit,
+            )
+        return {"documents": [_jsonable(r) for r in rows], "offset": offset, "limit": limit}
+
+    @app.get("/api/documents/{document_id}", tags=["documents"])
+    async def api_document(document_id: str) -> dict[str, Any]:
+        """A document's metadata and cached outline."""
+        async with state().pool.connection() as conn:
+            doc = await docs.resolve(conn, document_id, current_scope())
+        return {
+            "metadata": _jsonable(docs.metadata(doc)),
+            "outline": doc.row["outline"] or {},
+            "status": doc.row["status"],
+            "error_code": doc.row["error_code"],
+            "error_detail": doc.row["error_detail"],
+        }
+
+    @app.get(
+        "/api/documents/{document_id}/content", tags=["documents"], response_class=PlainTextResponse
+    )
+    async def api_document_content(document_id: str) -> Response:
+        """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
+        async with state().pool.connection() as conn:
+            doc = await docs.resolve(conn, document_id, current_scope())
+            docs.require_ready(doc)
+            units = await docs.units(conn, doc.id)
+        return PlainTextResponse("\n\n".join(u["body"] for u in units if u["body"]))
+
+    @app.post("/api/documents", tags=["documents"], status_code=202)
+    async def api_upload(
+        file: Annotated[UploadFile, File()], collection: Annotated[str | None, Form()] = None
+    ) -> JSONResponse:
+        """Upload a file to ingest: 202 with the URL to poll for its status."""
+        st = state()
+        _require_write(st.settings)
+        col = collection or st.settings.collection
+        scope = current_scope()
+        if scope is not None and col not in scope:
+            raise Forbidden(f"this key may not write to collection '{col}'")
+        name = Path(file.filename or "upload").name
+        if not name or name.startswith("."):
+            raise InvalidArgument("the upload needs a file name with an extension")
+        data = await file.read(MAX_UPLOAD_BYTES + 1)
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise InvalidArgument(f"file larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB")
+        root = st.settings.home / "uploads" / col
+        root.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+        asyncio.get_running_loop().create_task(_ingest_upload(st, root, name, col))
+        return JSONResponse(
+            {
+                "status": "pending",
+                "path": name,
+                "collection": col,
+                "status_url": f"/api/status?document={name}",
+            },
+            status_code=202,
+        )
+
+    @app.delete("/api/documents/{document_id}", tags=["documents"], status_code=204)
+    async def api_delete(document_id: str) -> Response:
+        """Delete a document and everything derived from it."""
+        st = state()
+        _require_write(st.settings)
+        async with st.pool.connection() as conn:
+            doc = await docs.resolve(conn, document_id, current_scope())
+            await conn.execute("DELETE FROM pgrag.documents WHERE id = %s::uuid", (doc.id,))
+        return Response(status_code=204)
+
+    @app.get("/api/status", tags=["ops"])
+    async def api_status(document: str | None = None) -> dict[str, Any]:
+        """Counts by status, or one document's status, progress and error."""
+        async with state().pool.connection() as conn:
+            if document:
+                doc = await docs.resolve(conn, document, current_scope())
+                return _jsonable(
+                    {
+                        k: doc.row[k]
+                        for k in (
+                            "document_id",
+                            "path",
+                            "status",
+                            "progress",
+                            "error_code",
+                            "error_detail",
+                        )
+                    }
+                )
+            return _jsonable(await status_report(conn, None, current_scope()))
+
+    app.router.routes.extend(mcp_http.routes)
+    app.router.routes.extend(sse.routes)
+    keys = parse_api_keys(settings.api_keys)
+    app.add_middleware(BearerAuth, keys=keys)  # type: ignore[arg-type]
+    return app
+
+
+def _require_write(settings: Settings) -> None:
+    if _read_only(settings) or "write" not in settings.toolset_list:
+        raise Forbidden(
+            "this server is read-only: start it with PGRAG_READ_ONLY=false and the "
+            "`write` toolset to accept uploads and deletions"
+        )
+
+
+async def _ingest_upload(state: AppState, root: Path, name: str, collection: str) -> None:
+    from pgrag.ingest.pipeline import Ingestor
+    from pgrag.ingest.walker import FoundFile
+
+    try:
+        ingestor = Ingestor(
+            state.pool,
+            state.provider,
+            collection=collection,
+            chunk_tokens=state.settings.chunk_tokens,
+            chunk_overlap=state.settings.chunk_overlap,
+        )
+        await ingestor.ingest_files(root, [FoundFile(root, root / name, name)])
+    except Exception:
+        log.exception("ingesting upload %s failed", name)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def run_http(settings: Settings, *, host: str, port: int) -> None:
+    import uvicorn
+
+    app = create_app(settings, host=host)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=10,
+    )
