@@ -60,7 +60,9 @@ def _read_only(settings: Settings) -> bool:
     return True if settings.read_only is None else settings.read_only
 
 
-def create_app(settings: Settings, *, host: str = "127.0.0.1") -> FastAPI:
+def create_app(
+    settings: Settings, *, host: str = "127.0.0.1", watch: list[Path] | None = None
+) -> FastAPI:
     shared = SharedState()
     server = build_server(settings, shared=shared)
     mcp_http = server.streamable_http_app(stateless_http=True, host=host)
@@ -68,7 +70,7 @@ def create_app(settings: Settings, *, host: str = "127.0.0.1") -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with open_app_state(settings) as state:
+        async with open_app_state(settings, watch) as state:
             shared.state = state
             async with server.session_manager.run():
                 yield
@@ -313,10 +315,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def run_http(settings: Settings, *, host: str, port: int) -> None:
+def run_http(settings: Settings, *, host: str, port: int, watch: list[Path] | None = None) -> None:
     import uvicorn
 
-    app = create_app(settings, host=host)
+    app = create_app(settings, host=host, watch=watch)
     uvicorn.run(
         app,
         host=host,

@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import DatabaseError, ErrorCode, PgragError
 from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
+from pgrag.mcp.notify import ChangeRelay
 from pgrag.paging import ContinuationCodec
 from pgrag.search.engine import SearchService
 from pgrag.settings import Settings
@@ -43,7 +44,7 @@ class AppState:
     provider: EmbeddingProvider
     search: SearchService
     codec: ContinuationCodec
-    on_change: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    relay: ChangeRelay = field(default_factory=ChangeRelay)
 
 
 def state_of(ctx: Context[Any, Any]) -> AppState:

@@ -91,7 +91,7 @@ def _page(
     )
 
 
-def register_core(server: MCPServer[Any]) -> None:  # noqa: C901 - one registration block per tool
+def register_core(server: MCPServer[Any]) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     @enveloped("search", timeout=SEARCH_TIMEOUT_S)
     async def search(
@@ -141,7 +141,9 @@ def register_core(server: MCPServer[Any]) -> None:  # noqa: C901 - one registrat
             max_tokens=max_tokens,
             continuation_token=continuation_token,
         )
+        await ctx.report_progress(0, 2, message="searching")
         page = await state.search.search(req, collection_scope=scope_of(ctx), caller="mcp")
+        await ctx.report_progress(2, 2, message=f"{len(page.data.results)} results")
         status = page_status(page.has_more, page.first_exceeded, "SEARCH_COMPLETED")
         return Envelope[SearchData](
             data=page.data,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
@@ -18,6 +20,7 @@ from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
 from pgrag.mcp.core_tools import register_core
 from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
+from pgrag.mcp.notify import running_relay
 from pgrag.mcp.resources import list_document_resources, register_resources
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
@@ -43,6 +46,7 @@ class PgragServer(MCPServer[AppState]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
+        _remember_session(context)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -63,6 +67,8 @@ class PgragServer(MCPServer[AppState]):
             return _error_result(InvalidArgument(message, detail=detail), started)
 
     async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
+        with contextlib.suppress(Exception):
+            ctx.lifespan_context.relay.remember(ctx.session)
         cursor = getattr(params, "cursor", None) if params else None
         items, next_cursor = await list_document_resources(
             ctx.lifespan_context, current_scope(), cursor
@@ -73,15 +79,25 @@ class PgragServer(MCPServer[AppState]):
         )
 
 
+def _remember_session(context: Any) -> None:
+    """Handshake-era sessions get list_changed notifications on their own channel."""
+    with contextlib.suppress(Exception):
+        context.request_context.lifespan_context.relay.remember(context.request_context.session)
+
+
 def _error_result(exc: InvalidArgument, started: float) -> CallToolResult:
     trace = new_trace_id()
     return to_result(error_envelope(exc, trace), started)
 
 
 @contextlib.asynccontextmanager
-async def open_app_state(settings: Settings) -> AsyncIterator[AppState]:
-    """Pool, provider and services for one server process."""
-    async with open_runtime(settings, max_pool=20) as rt:
+async def open_app_state(
+    settings: Settings, watch: list[Path] | None = None
+) -> AsyncIterator[AppState]:
+    """Pool, provider, services, the change relay and (serve --watch) the watcher."""
+    async with contextlib.AsyncExitStack() as stack:
+        rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
+        relay = await stack.enter_async_context(running_relay(rt.db.dsn))
         async with rt.db.pool.connection() as conn:
             secret = (await (await conn.execute(search_sql.SECRET_SQL)).fetchone())[0]
         service = SearchService(
@@ -91,13 +107,50 @@ async def open_app_state(settings: Settings) -> AsyncIterator[AppState]:
             snippet_summary=settings.return_snippet_summary,
             default_content_mode=settings.default_content_mode,
         )
-        yield AppState(
+        state = AppState(
             settings=settings,
             pool=rt.db.pool,
             provider=rt.provider,
             search=service,
             codec=ContinuationCodec(secret.encode()),
+            relay=relay,
         )
+        if watch:
+            await stack.enter_async_context(_watching(state, watch))
+        yield state
+
+
+@contextlib.asynccontextmanager
+async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
+    """`pgrag serve --watch`: ingest once, then follow changes, inside the server process."""
+    from pgrag.ingest.pipeline import Ingestor
+    from pgrag.ingest.watch import watch_and_ingest
+
+    s = state.settings
+    ingestor = Ingestor(
+        state.pool,
+        state.provider,
+        collection=s.collection,
+        chunk_tokens=s.chunk_tokens,
+        chunk_overlap=s.chunk_overlap,
+    )
+
+    async def run() -> None:
+        try:
+            await ingestor.run(paths)
+            await watch_and_ingest(ingestor, paths)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watching %s failed", paths)
+
+    task = asyncio.create_task(run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class SharedState:
@@ -106,13 +159,17 @@ class SharedState:
     state: AppState | None = None
 
 
-def build_server(settings: Settings, *, shared: SharedState | None = None) -> PgragServer:
+def build_server(
+    settings: Settings, *, shared: SharedState | None = None, watch: list[Path] | None = None
+) -> PgragServer:
     @contextlib.asynccontextmanager
-    async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
+    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState]:
         if shared is not None and shared.state is not None:
+            shared.state.relay.bus = server._subscriptions
             yield shared.state
             return
-        async with open_app_state(settings) as state:
+        async with open_app_state(settings, watch) as state:
+            state.relay.bus = server._subscriptions
             yield state
 
     server = PgragServer(

@@ -1,0 +1,89 @@
+"""Relay document changes to MCP clients as `notifications/resources/list_changed`.
+
+Postgres is the bus: a statement trigger on pgrag.documents NOTIFYs `pgrag_documents`
+(migration 0008), so changes made by any process reach every server. Clients on the
+2026-07-28 protocol get the event through `subscriptions/listen`; handshake-era sessions
+(stdio, SSE, stateful HTTP) get the notification on their session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+from mcp.shared.subscriptions import ResourcesListChanged
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "pgrag_documents"
+DEBOUNCE_S = 0.5  # one notification per burst of document writes
+MAX_SESSIONS = 1000
+
+
+class ChangeRelay:
+    def __init__(self) -> None:
+        # strong references: the SDK hands out session objects that nothing else keeps;
+        # a session that fails to take a notification is dropped
+        self.sessions: dict[int, Any] = {}
+        self.bus: Any = None
+        self.notified = 0
+
+    def remember(self, session: Any) -> None:
+        log.debug("remember session %r", type(session).__name__)
+        if session is not None and hasattr(session, "send_resource_list_changed"):
+            if len(self.sessions) >= MAX_SESSIONS:
+                self.sessions.pop(next(iter(self.sessions)))
+            self.sessions[id(session)] = session
+
+    async def broadcast(self) -> None:
+        self.notified += 1
+        log.info("documents changed: notifying %d session(s)", len(self.sessions))
+        if self.bus is not None:
+            await self.bus.publish(ResourcesListChanged())
+        for key, session in list(self.sessions.items()):
+            try:
+                await session.send_resource_list_changed()
+            except Exception:  # a closed session: forget it
+                self.sessions.pop(key, None)
+
+    async def listen(self, dsn: str) -> None:
+        """LISTEN until cancelled; reconnect when the database goes away."""
+        pending = asyncio.Event()
+        sender = asyncio.create_task(self._send_when(pending))
+        try:
+            while True:
+                try:
+                    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                        await conn.execute(f"LISTEN {CHANNEL}")
+                        async for _ in conn.notifies():
+                            pending.set()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.warning("change listener lost its connection; retrying", exc_info=True)
+                    await asyncio.sleep(2)
+        finally:
+            sender.cancel()
+
+    async def _send_when(self, pending: asyncio.Event) -> None:
+        while True:
+            await pending.wait()
+            await asyncio.sleep(DEBOUNCE_S)
+            pending.clear()
+            await self.broadcast()
+
+
+@contextlib.asynccontextmanager
+async def running_relay(dsn: str) -> AsyncIterator[ChangeRelay]:
+    relay = ChangeRelay()
+    task = asyncio.create_task(relay.listen(dsn))
+    try:
+        yield relay
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
