@@ -30,8 +30,9 @@ LIMIT 2
 
 
 async def status_report(
-    conn: psycopg.AsyncConnection, document: str | None = None
+    conn: psycopg.AsyncConnection, document: str | None = None, scope: list[str] | None = None
 ) -> dict[str, Any]:
+    """`scope`: the collections the caller may see (None = all); counts and lists only."""
     if document:
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(ONE_SQL, {"ref": document})
