@@ -91,7 +91,7 @@ def _page(
     )
 
 
-def register_core(server: MCPServer[Any]) -> None:
+def register(server: MCPServer[Any]) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     @enveloped("search", timeout=SEARCH_TIMEOUT_S)
     async def search(

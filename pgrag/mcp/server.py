@@ -18,10 +18,10 @@ from pgrag import __version__
 from pgrag.errors import InvalidArgument
 from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
-from pgrag.mcp.core_tools import register_core
 from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.resources import list_document_resources, register_resources
+from pgrag.mcp.toolsets import register_toolsets
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search import sql as search_sql
@@ -179,7 +179,6 @@ def build_server(
         lifespan=lifespan,
         log_level=settings.log_level,
     )
-    if "core" in settings.toolset_list:
-        register_core(server)
+    register_toolsets(server, settings.toolset_list)
     register_resources(server)
     return server
