@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 
 from pgrag import __version__
+from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
 from pgrag.mcp.app_state import AppState
@@ -64,6 +65,7 @@ def create_app(
     settings: Settings, *, host: str = "127.0.0.1", watch: list[Path] | None = None
 ) -> FastAPI:
     shared = SharedState()
+    keys = parse_api_keys(settings.api_keys)
     server = build_server(settings, shared=shared)
     mcp_http = server.streamable_http_app(stateless_http=True, host=host)
     sse = server.sse_app(host=host)
@@ -71,6 +73,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with open_app_state(settings, watch) as state:
+            if any(k.collections is not None for k in keys):
+                await ensure_scoping_possible(state.pool)
             shared.state = state
             async with server.session_manager.run():
                 yield
@@ -173,7 +177,7 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
     ) -> dict[str, Any]:
         """Documents, ordered by path."""
-        async with state().pool.connection() as conn:
+        async with scoped_connection(state().pool, current_scope()) as conn:
             rows = await docs.list_documents(
                 conn,
                 current_scope(),
@@ -188,7 +192,7 @@ def create_app(
     @app.get("/api/documents/{document_id}", tags=["documents"])
     async def api_document(document_id: str) -> dict[str, Any]:
         """A document's metadata and cached outline."""
-        async with state().pool.connection() as conn:
+        async with scoped_connection(state().pool, current_scope()) as conn:
             doc = await docs.resolve(conn, document_id, current_scope())
         return {
             "metadata": _jsonable(docs.metadata(doc)),
@@ -203,7 +207,7 @@ def create_app(
     )
     async def api_document_content(document_id: str) -> Response:
         """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
-        async with state().pool.connection() as conn:
+        async with scoped_connection(state().pool, current_scope()) as conn:
             doc = await docs.resolve(conn, document_id, current_scope())
             docs.require_ready(doc)
             units = await docs.units(conn, doc.id)
@@ -245,15 +249,16 @@ def create_app(
         """Delete a document and everything derived from it."""
         st = state()
         _require_write(st.settings)
-        async with st.pool.connection() as conn:
+        async with scoped_connection(st.pool, current_scope()) as conn:
             doc = await docs.resolve(conn, document_id, current_scope())
+        async with st.pool.connection() as conn:  # visibility checked above, under the scope
             await conn.execute("DELETE FROM pgrag.documents WHERE id = %s::uuid", (doc.id,))
         return Response(status_code=204)
 
     @app.get("/api/status", tags=["ops"])
     async def api_status(document: str | None = None) -> dict[str, Any]:
         """Counts by status, or one document's status, progress and error."""
-        async with state().pool.connection() as conn:
+        async with scoped_connection(state().pool, current_scope()) as conn:
             if document:
                 doc = await docs.resolve(conn, document, current_scope())
                 return _jsonable(
@@ -273,7 +278,6 @@ def create_app(
 
     app.router.routes.extend(mcp_http.routes)
     app.router.routes.extend(sse.routes)
-    keys = parse_api_keys(settings.api_keys)
     app.add_middleware(BearerAuth, keys=keys)  # type: ignore[arg-type]
     return app
 

@@ -14,6 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers.base import Unit
 from pgrag.ingest.parsers.docx import page_texts
@@ -158,7 +159,7 @@ def register(server: MCPServer[Any]) -> None:
         """List the folders of the knowledge base with how many documents each holds. Use it
         to explore what exists before list_documents."""
         state = state_of(ctx)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             rows = await docs.list_folders(conn, scope_of(ctx))
         return Envelope[FoldersData](data=FoldersData(folders=[FolderItem(**r) for r in rows]))
 
@@ -179,7 +180,7 @@ def register(server: MCPServer[Any]) -> None:
         state = state_of(ctx)
         fp = fingerprint(["list_documents", folder, file_type, status, scope_of(ctx)])
         offset = await _offset(state, "list_documents", fp, continuation_token)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             rows = await docs.list_documents(
                 conn,
                 scope_of(ctx),
@@ -231,7 +232,7 @@ def register(server: MCPServer[Any]) -> None:
         with rows/columns, slide titles, headings; plus size, title, author and dates.
         Instant (cached at ingestion). Use it to choose page/sheet/slide ranges."""
         state = state_of(ctx)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
         docs.require_ready(doc)
         return Envelope[OutlineData](
@@ -262,7 +263,7 @@ def register(server: MCPServer[Any]) -> None:
         state = state_of(ctx)
         fp = fingerprint(["get_document_data", document_id, format, section, scope_of(ctx)])
         offset = await _offset(state, "get_document_data", fp, continuation_token)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
             if format == "metadata":
                 return Envelope[DocumentContentData](
@@ -355,7 +356,7 @@ def register(server: MCPServer[Any]) -> None:
         state = state_of(ctx)
         fp = fingerprint(["get_pages", document_id, page_range, scope_of(ctx)])
         offset = await _offset(state, "get_pages", fp, continuation_token)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
             docs.require_ready(doc)
             pages = await _pages_of(conn, doc)
@@ -405,7 +406,7 @@ def register(server: MCPServer[Any]) -> None:
         fp = fingerprint(["get_sheet_data", document_id, sheet_name, cell_range, scope_of(ctx)])
         offset = await _offset(state, "get_sheet_data", fp, continuation_token)
         bounds = parse_cell_range(cell_range)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
             docs.require_ready(doc)
             sheets = await docs.units(conn, doc.id, kind="sheet")
@@ -485,7 +486,7 @@ def register(server: MCPServer[Any]) -> None:
         state = state_of(ctx)
         fp = fingerprint(["get_slides", document_id, slide_numbers, scope_of(ctx)])
         offset = await _offset(state, "get_slides", fp, continuation_token)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
             docs.require_ready(doc)
             counts = await docs.unit_counts(conn, doc.id)
@@ -537,7 +538,7 @@ def register(server: MCPServer[Any]) -> None:
         with failures and their reasons, or one document's status and progress. Check it
         before searching newly added files."""
         state = state_of(ctx)
-        async with state.pool.connection() as conn:
+        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             if document_id:
                 doc = await docs.resolve(conn, document_id, scope_of(ctx))
                 r = doc.row

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 
+from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.services import documents as docs
@@ -49,7 +50,7 @@ def register_resources(server: MCPServer[Any]) -> None:
     async def document(document_id: str, ctx: Context[Any, Any]) -> str:
         uri = f"pgrag://documents/{document_id}"
         try:
-            async with state_of(ctx).pool.connection() as conn:
+            async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
                 doc = await docs.resolve(conn, document_id, scope_of(ctx))
         except NotFound as exc:
             raise ResourceNotFoundError(exc.message) from exc
@@ -72,7 +73,7 @@ def register_resources(server: MCPServer[Any]) -> None:
     async def document_content(document_id: str, ctx: Context[Any, Any]) -> str:
         uri = f"pgrag://documents/{document_id}/content"
         try:
-            async with state_of(ctx).pool.connection() as conn:
+            async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
                 doc = await docs.resolve(conn, document_id, scope_of(ctx))
                 docs.require_ready(doc)
                 units = await docs.units(conn, doc.id)
@@ -95,7 +96,7 @@ async def list_document_resources(
             raise MCPError(
                 code=-32602, message=exc.message, data={"code": str(ErrorCode.INVALID_ARGUMENT)}
             ) from exc
-    async with state.pool.connection() as conn:
+    async with scoped_connection(state.pool, scope) as conn:
         rows = await (
             await conn.execute(
                 LIST_RESOURCES_SQL, {"scope": scope, "after": after, "limit": LIST_PAGE + 1}

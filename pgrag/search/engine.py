@@ -13,6 +13,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
 from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
@@ -97,7 +98,7 @@ class SearchService:
         timings: dict[str, float] = {}
         mode = req.normalised_mode
         scope_fp = fingerprint({"req": req.page_fingerprint_args(), "scope": collection_scope})
-        async with self.pool.connection() as conn:
+        async with scoped_connection(self.pool, collection_scope) as conn:
             offset = 0
             if req.continuation_token:
                 state = (await self.codec(conn)).decode(req.continuation_token, "search", scope_fp)
@@ -146,6 +147,8 @@ class SearchService:
                 else None
             )
             timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        # the log is an operator table: written outside the caller's scoped transaction
+        async with self.pool.connection() as conn:
             search_id = await self._log(
                 conn, req, mode, params, embedding, degraded, hits, timings, caller
             )
@@ -188,7 +191,8 @@ class SearchService:
         if len(query.split()) > MAX_LEXICAL_WORDS:
             return False
         try:
-            nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
+            async with conn.transaction():  # a savepoint: a scoped request runs in a transaction
+                nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
         except psycopg.Error:
             return False
         return bool(nodes)
@@ -427,24 +431,25 @@ class SearchService:
             for h in hits
         ]
         try:
-            row = await (
-                await conn.execute(
-                    sql.LOG_SQL,
-                    (
-                        req.query,
-                        mode,
-                        req.scope,
-                        Jsonb(logged),
-                        embedding,
-                        self.provider.model,
-                        degraded,
-                        Jsonb(results),
-                        Jsonb(timings),
-                        caller,
-                    ),
-                )
-            ).fetchone()
-            return int(row[0])
+            async with conn.transaction():  # a savepoint: keep a scoped request usable
+                row = await (
+                    await conn.execute(
+                        sql.LOG_SQL,
+                        (
+                            req.query,
+                            mode,
+                            req.scope,
+                            Jsonb(logged),
+                            embedding,
+                            self.provider.model,
+                            degraded,
+                            Jsonb(results),
+                            Jsonb(timings),
+                            caller,
+                        ),
+                    )
+                ).fetchone()
+                return int(row[0])
         except psycopg.Error:  # logging must never fail a search
             log.warning("could not log search", exc_info=True)
             return None

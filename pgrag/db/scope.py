@@ -1,0 +1,46 @@
+"""Connections that can only see the caller's collections (row-level security, migration
+0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.errors import DatabaseError
+
+SCOPED_ROLE = "pgrag_scoped"
+SET_ROLE_SQL = "SET LOCAL ROLE pgrag_scoped"
+SET_SCOPE_SQL = "SELECT set_config('pgrag.scope', %s, true)"
+CAN_SCOPE_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped')"
+    " AND pg_has_role(current_user, 'pgrag_scoped', 'MEMBER')"
+)
+
+
+@contextlib.asynccontextmanager
+async def scoped_connection(
+    pool: AsyncConnectionPool, scope: list[str] | None
+) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A pooled connection; with a scope, everything runs in one transaction under RLS."""
+    async with pool.connection() as conn:
+        if scope is None:
+            yield conn
+            return
+        async with conn.transaction():
+            await conn.execute(SET_ROLE_SQL)
+            await conn.execute(SET_SCOPE_SQL, ("|".join(scope),))
+            yield conn
+
+
+async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        ok = (await (await conn.execute(CAN_SCOPE_SQL)).fetchone())[0]
+    if not ok:
+        raise DatabaseError(
+            "PGRAG_API_KEYS limits keys to collections, which needs the role pgrag_scoped: run "
+            "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
+            "GRANT pgrag_scoped TO <pgrag user>;), then start again"
+        )

@@ -1,0 +1,96 @@
+"""Collection scopes are enforced by PostgreSQL row-level security: a scoped connection
+cannot read another collection's rows even with a query that has no WHERE clause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgrag.db.database import open_database
+from pgrag.db.scope import scoped_connection
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.settings import load_settings
+
+pytestmark = pytest.mark.anyio
+
+TABLES = [
+    "collections",
+    "embedding_sets",
+    "documents",
+    "units",
+    "sheet_rows",
+    "chunks",
+    "embeddings",
+]
+
+
+@pytest.fixture
+async def two_collections(dsn: str, tmp_path: Path) -> str:
+    for name, text in (
+        ("alpha", "alpha secret about zebras"),
+        ("beta", "beta secret about zebras"),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}.md").write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
+        (folder / f"{name}.csv").write_text("k,v\nzebra,1\n", encoding="utf-8")
+        async with open_database(load_settings(), dsn=dsn) as db:
+            await Ingestor(db.pool, HashEmbedder("hash/64"), collection=name).run([folder])
+    return dsn
+
+
+async def _counts(pool: object, scope: list[str] | None) -> dict[str, int]:
+    out = {}
+    async with scoped_connection(pool, scope) as conn:  # type: ignore[arg-type]
+        for t in TABLES:
+            out[t] = (await (await conn.execute(f"SELECT count(*) FROM pgrag.{t}")).fetchone())[0]
+    return out
+
+
+async def test_rls_hides_other_collections_without_any_where(two_collections: str) -> None:
+    async with open_database(load_settings(), dsn=two_collections) as db:
+        everything = await _counts(db.pool, None)
+        alpha = await _counts(db.pool, ["alpha"])
+        nothing = await _counts(db.pool, ["no-such-collection"])
+        async with scoped_connection(db.pool, ["alpha"]) as conn:
+            paths = [
+                r[0]
+                for r in await (await conn.execute("SELECT path FROM pgrag.documents")).fetchall()
+            ]
+            texts = [
+                r[0]
+                for r in await (await conn.execute("SELECT content FROM pgrag.chunks")).fetchall()
+            ]
+    assert everything["documents"] == 4 and alpha["documents"] == 2
+    assert all(alpha[t] > 0 for t in TABLES)
+    assert all(
+        alpha[t] < everything[t]
+        for t in ("documents", "units", "chunks", "embeddings", "sheet_rows")
+    )
+    assert all(v == 0 for v in nothing.values())
+    assert sorted(paths) == ["alpha.csv", "alpha.md"]
+    assert not any("beta" in t for t in texts)
+
+
+async def test_scoped_role_cannot_write(two_collections: str) -> None:
+    async with open_database(load_settings(), dsn=two_collections) as db:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            async with scoped_connection(db.pool, ["alpha"]) as conn:
+                await conn.execute("DELETE FROM pgrag.documents")
+        assert (await _counts(db.pool, None))["documents"] == 4
+
+
+async def test_search_under_a_scope_returns_only_that_collection(two_collections: str) -> None:
+    async with open_database(load_settings(), dsn=two_collections) as db:
+        service = SearchService(db.pool, HashEmbedder("hash/64"))
+        req = SearchRequest(query="secret zebras", limit=10)
+        scoped = await service.search(req, collection_scope=["beta"])
+        unscoped = await service.search(req)
+    assert {h.path for h in scoped.data.results} <= {"beta.md", "beta.csv"}
+    assert "beta.md" in {h.path for h in scoped.data.results}
+    assert {"alpha.md", "beta.md"} <= {h.path for h in unscoped.data.results}
