@@ -20,6 +20,18 @@ pytestmark = pytest.mark.anyio
 MODEL = ["--embedding-model", "hash/384"]
 
 
+def _recorder() -> tuple[list[str], Any]:
+    """Collects the methods of the notifications a client receives."""
+    got: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            got.append(method)
+
+    return got, on_message
+
+
 async def _wait_for(predicate: Any, timeout: float = 15.0) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:

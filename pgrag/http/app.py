@@ -210,8 +210,8 @@ def create_app(
         async with scoped_connection(state().pool, current_scope()) as conn:
             doc = await docs.resolve(conn, document_id, current_scope())
             docs.require_ready(doc)
-            units = await docs.units(conn, doc.id)
-        return PlainTextResponse("\n\n".join(u["body"] for u in units if u["body"]))
+            text = await docs.extracted_text(conn, doc.id)
+        return PlainTextResponse(text)
 
     @app.post("/api/documents", tags=["documents"], status_code=202)
     async def api_upload(

@@ -48,14 +48,7 @@ def register_resources(server: MCPServer[Any]) -> None:
         description="A document's metadata and cached outline (pages, sheets, slides, headings).",
     )
     async def document(document_id: str, ctx: Context[Any, Any]) -> str:
-        uri = f"pgrag://documents/{document_id}"
-        try:
-            async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
-                doc = await docs.resolve(conn, document_id, scope_of(ctx))
-        except NotFound as exc:
-            raise ResourceNotFoundError(exc.message) from exc
-        except PgragError as exc:
-            raise _mcp_error(exc, uri) from exc
+        doc, _ = await _read(ctx, document_id, f"pgrag://documents/{document_id}", with_text=False)
         body = {
             "metadata": docs.metadata(doc),
             "outline": doc.row["outline"] or {},
@@ -71,17 +64,27 @@ def register_resources(server: MCPServer[Any]) -> None:
         description="A document's extracted text.",
     )
     async def document_content(document_id: str, ctx: Context[Any, Any]) -> str:
-        uri = f"pgrag://documents/{document_id}/content"
-        try:
-            async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
-                doc = await docs.resolve(conn, document_id, scope_of(ctx))
-                docs.require_ready(doc)
-                units = await docs.units(conn, doc.id)
-        except NotFound as exc:
-            raise ResourceNotFoundError(exc.message) from exc
-        except PgragError as exc:
-            raise _mcp_error(exc, uri) from exc
-        return "\n\n".join(u["body"] for u in units if u["body"])
+        _, text = await _read(
+            ctx, document_id, f"pgrag://documents/{document_id}/content", with_text=True
+        )
+        return text or ""
+
+
+async def _read(
+    ctx: Context[Any, Any], ref: str, uri: str, *, with_text: bool
+) -> tuple[docs.DocumentRef, str | None]:
+    """Resolve under the caller's scope; map errors to MCP resource errors."""
+    try:
+        async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
+            doc = await docs.resolve(conn, ref, scope_of(ctx))
+            if not with_text:
+                return doc, None
+            docs.require_ready(doc)
+            return doc, await docs.extracted_text(conn, doc.id)
+    except NotFound as exc:
+        raise ResourceNotFoundError(exc.message) from exc
+    except PgragError as exc:
+        raise _mcp_error(exc, uri) from exc
 
 
 async def list_document_resources(

@@ -169,6 +169,11 @@ async def units(
         return await cur.fetchall()
 
 
+async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
+    """The whole extracted text: unit bodies in order (what resources and REST return)."""
+    return "\n\n".join(u["body"] for u in await units(conn, doc_id) if u["body"])
+
+
 async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, int]:
     return dict(await (await conn.execute(UNIT_COUNT_SQL, (doc_id,))).fetchall())
 
