@@ -71,7 +71,11 @@ async def open_database(
         open=False,
         configure=_configure,
         kwargs={"autocommit": True},
-        timeout=30,
+        # a bounded wait for a free connection, then a clean TIMEOUT for the caller
+        timeout=10,
+        # a connection broken by a database restart is replaced before anyone gets it
+        check=AsyncConnectionPool.check_connection,
+        reconnect_timeout=300,
     )
     await pool.open(wait=True, timeout=30)
     try:
