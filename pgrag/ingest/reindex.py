@@ -44,11 +44,8 @@ TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended('pgrag.reindex', %s
 UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended('pgrag.reindex', %s))"
 
 FIND_SET_SQL = """
-SELECT id, dimensions, state FROM pgrag.embedding_sets
-WHERE collection_id = %s AND model = %s
-FOR UPDATE
+SELECT id, dimensions FROM pgrag.embedding_sets WHERE collection_id = %s AND model = %s
 """
-CLEAR_SET_SQL = "DELETE FROM pgrag.embeddings WHERE set_id = %s"
 TO_BUILDING_SQL = (
     "UPDATE pgrag.embedding_sets SET state = 'building' WHERE id = %s AND state <> 'active'"
 )
@@ -209,15 +206,15 @@ async def prepare_set(
 ) -> int:
     """The model's set, as `building`: new, resumed, or a retired one brought back (its
     vectors are still right for the chunks that exist; chunks never change in place).
-    A set left with other dimensions (e.g. PGRAG_EMBEDDING_DIMENSIONS changed) starts over."""
-    async with conn.transaction():
-        row = await (await conn.execute(FIND_SET_SQL, (collection_id, model))).fetchone()
-        if row is not None and row[1] != dimensions:
-            log.info("embedding set %s had %s dimensions, now %s: rebuilding", *row[:2], dimensions)
-            await conn.execute(CLEAR_SET_SQL, (row[0],))
-            await _drop_index(conn, row[0], concurrently=False)
-        set_id = await create_embedding_set(conn, collection_id, model, dimensions, active=False)
-        await conn.execute(TO_BUILDING_SQL, (set_id,))
+    A set left with other dimensions (e.g. PGRAG_EMBEDDING_DIMENSIONS changed) starts over:
+    index dropped first, rows deleted after, each step safe to interrupt and repeat."""
+    row = await (await conn.execute(FIND_SET_SQL, (collection_id, model))).fetchone()
+    if row is not None and row[1] != dimensions:
+        log.info("embedding set %s had %s dimensions, now %s: rebuilding", *row, dimensions)
+        await _drop_index(conn, row[0], concurrently=True)
+        await conn.execute(DELETE_SET_ROWS_SQL, (row[0],))
+    set_id = await create_embedding_set(conn, collection_id, model, dimensions, active=False)
+    await conn.execute(TO_BUILDING_SQL, (set_id,))
     return set_id
 
 
@@ -274,6 +271,40 @@ async def _same_model(
     )
 
 
+async def _unlock(conn: psycopg.AsyncConnection, collection_id: int) -> None:
+    """Release the run's lock; a connection in an unknown state is closed instead, which
+    releases it too (the pool would otherwise hand it out still holding the lock)."""
+    try:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            await conn.execute(UNLOCK_SQL, (collection_id,))
+            return
+    except psycopg.Error:
+        pass
+    await conn.close()
+
+
+async def _rebuild(
+    conn: psycopg.AsyncConnection,
+    col: Collection,
+    provider: EmbeddingProvider,
+    batch: int,
+    report: Reporter,
+) -> ReindexResult:
+    dims = await provider_dimensions(provider)
+    set_id = await prepare_set(conn, col.id, provider.model, dims)
+    result = ReindexResult(col.name, set_id, provider.model, dims, previous_model=col.model)
+    run = _Run(conn, provider, result, col.id, batch, report)
+    await run.count()
+    result.resumed = run.done
+    report(ReindexEvent("start", run.done, run.total))
+    await run.fill()
+    for _ in range(CATCH_UP_PASSES):
+        if not await run.fill():
+            break
+    await _switch(run)
+    return result
+
+
 async def reindex(
     pool: AsyncConnectionPool,
     collection: str,
@@ -283,7 +314,8 @@ async def reindex(
     drop_old: bool = False,
     reporter: Reporter | None = None,
 ) -> ReindexResult:
-    """Re-embed every chunk of the collection with the provider's model and switch to it."""
+    """Re-embed every chunk of the collection with the provider's model and switch to it;
+    with drop_old, delete the retired sets afterwards."""
     if batch < 1:
         raise InvalidArgument("batch must be at least 1", detail={"batch": batch})
     report = reporter or _quiet
@@ -294,25 +326,10 @@ async def reindex(
             col = await get_collection(conn, collection)  # as of holding the lock
             if col.model == provider.model:
                 return await _same_model(conn, col, provider.model, drop_old)
-            dims = await provider_dimensions(provider)
-            set_id = await prepare_set(conn, col.id, provider.model, dims)
-            result = ReindexResult(col.name, set_id, provider.model, dims, previous_model=col.model)
-            run = _Run(conn, provider, result, col.id, batch, report)
-            await run.count()
-            result.resumed = run.done
-            report(ReindexEvent("start", run.done, run.total))
-            await run.fill()
-            for _ in range(CATCH_UP_PASSES):
-                if not await run.fill():
-                    break
-            await _switch(run)
+            result = await _rebuild(conn, col, provider, batch, report)
             if drop_old:
                 result.dropped_set_ids = await drop_retired(conn, col.id)
-                report(ReindexEvent("drop", run.done, run.total))
+                report(ReindexEvent("drop", result.chunks, result.chunks))
             return result
         finally:
-            if (
-                not conn.closed
-                and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            ):
-                await conn.execute(UNLOCK_SQL, (col.id,))
+            await _unlock(conn, col.id)
