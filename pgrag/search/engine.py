@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,10 @@ class SearchPage:
 
 def _pg_filters(req: SearchRequest) -> dict[str, Any]:
     f = req.filters.model_dump(mode="json", exclude_none=True, exclude={"collection"})
+    to = req.filters.date_to
+    if isinstance(to, date) and not isinstance(to, datetime):
+        # "modified on or before" a day includes that whole day, not only its midnight
+        f["date_to"] = f"{to.isoformat()}T23:59:59.999999"
     return f
 
 
@@ -340,7 +345,7 @@ class SearchService:
             _heading,
             base,
             window,
-            body_len,
+            _body_len,
         ) = d
         window = window or content
         lo, hi = cstart - base, cend - base

@@ -141,7 +141,8 @@ LANGUAGE sql STABLE AS $$
         p.query,
         CASE WHEN p.sw = 0 THEN NULL ELSE p.query_embedding END,
         (p.params ->> 'match_count')::int,
-        (SELECT array_agg(x::bigint) FROM jsonb_array_elements_text(p.params -> 'collection_ids') x),
+        (SELECT array_agg(x::bigint)
+           FROM jsonb_array_elements_text(nullif(p.params -> 'collection_ids', 'null')) x),
         coalesce(p.params -> 'filters', '{}'::jsonb),
         p.k, p.lw, p.sw,
         (p.params ->> 'pool_size')::int,

@@ -1,0 +1,214 @@
+"""Index exactly the expressions you query: on a table large enough for the planner to
+prefer them, the lexical leg of pgrag.hybrid_search reads the GIN index on chunks.tsv and
+the semantic leg the embedding set's partial HNSW index; a filter matching ~1% of the
+documents still fills the page (iterative index scans)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector, register_vector_async
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.store.collections import ensure_collection
+from tests.conftest import create_database, drop_database
+
+MODEL = "hash/384"
+DIMS = 384
+DOCS = 2000
+CHUNKS_PER_DOC = 10  # 20,000 chunks
+EMBEDDED_PER_DOC = 3  # 6,000 embeddings: an HNSW build over 20,000 would dominate the run
+FOLDERS = 100  # folder f7 holds 1% of the documents
+
+LOAD_SQL = f"""
+INSERT INTO pgrag.documents (id, collection_id, path, folder, name, file_type, status,
+                             modified_at)
+SELECT md5('doc' || i)::uuid, %(cid)s, format('f%%s/doc%%s.txt', i %% {FOLDERS}, i),
+       'f' || (i %% {FOLDERS}), format('doc%%s.txt', i), 'txt', 'ready', now()
+FROM generate_series(1, {DOCS}) AS i;
+
+INSERT INTO pgrag.chunks (document_id, collection_id, ordinal, content, content_hash,
+                          token_count, char_start, char_end)
+SELECT md5('doc' || d)::uuid, %(cid)s, k, t, sha256(convert_to(t, 'UTF8')), 12, 0, length(t)
+FROM generate_series(1, {DOCS}) AS d, generate_series(1, {CHUNKS_PER_DOC}) AS k,
+     LATERAL (SELECT format('synthetic passage %%s about topic%%s and subject%%s in area%%s',
+                            d * 100 + k, (d * {CHUNKS_PER_DOC} + k) %% 500, (d * {CHUNKS_PER_DOC} + k) %% 37,
+                            d %% 11) AS t) AS x;
+
+INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
+SELECT %(sid)s, c.id,
+       ARRAY(SELECT random() - 0.5 FROM generate_series(1, {DIMS}) WHERE c.id > 0)::vector
+FROM pgrag.chunks c
+WHERE c.ordinal <= {EMBEDDED_PER_DOC}
+"""
+
+
+@dataclass(frozen=True)
+class Bulk:
+    dsn: str
+    set_id: int
+    collection_id: int
+
+
+async def _setup(dsn: str) -> tuple[int, int]:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await register_vector_async(conn)
+        col = await ensure_collection(conn, "bulk", HashEmbedder(MODEL), DIMS)
+    finally:
+        await conn.close()
+    assert col.set_id is not None
+    return col.id, col.set_id
+
+
+@pytest.fixture(scope="module")
+def bulk(server_dsn: str, template_dsn: str) -> Iterator[Bulk]:
+    url = create_database(server_dsn)
+    cid, sid = asyncio.run(_setup(url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        # bulk-build the HNSW index after loading: inserting into it row by row is slower
+        conn.execute(f"DROP INDEX pgrag.embeddings_hnsw_{sid}")
+        with conn.transaction():
+            for statement in LOAD_SQL.split(";\n"):
+                conn.execute(statement, {"cid": cid, "sid": sid})
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (sid,))
+        # VACUUM as autovacuum would after a bulk load: it also empties the GIN pending list
+        # (fastupdate), which the planner otherwise costs as a scan of every pending entry
+        conn.execute("VACUUM ANALYZE pgrag.documents, pgrag.chunks, pgrag.embeddings")
+    yield Bulk(url, sid, cid)
+    drop_database(server_dsn, url)
+
+
+def query_vector(text: str) -> np.ndarray:
+    return asyncio.run(HashEmbedder(MODEL).embed_query(text))
+
+
+def plan(conn: psycopg.Connection, sql: str, params: tuple[object, ...] = ()) -> str:
+    return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
+
+
+def test_the_corpus_is_large(bulk: Bulk) -> None:
+    with psycopg.connect(bulk.dsn) as conn:
+        n = conn.execute(
+            "SELECT (SELECT count(*) FROM pgrag.chunks), "
+            "(SELECT count(DISTINCT embedding::text) FROM pgrag.embeddings)"
+        ).fetchone()
+    assert n == (DOCS * CHUNKS_PER_DOC, DOCS * EMBEDDED_PER_DOC)  # every vector distinct
+
+
+def test_lexical_leg_of_hybrid_search_uses_the_gin_index(bulk: Bulk) -> None:
+    # pgrag.hybrid_search is a SQL function the planner inlines: this is its real plan
+    with psycopg.connect(bulk.dsn) as conn:
+        text = plan(conn, "SELECT * FROM pgrag.hybrid_search('topic42', NULL, 10)")
+        rows = conn.execute(
+            "SELECT c.content FROM pgrag.hybrid_search('topic42 subject5', NULL, 100) h"
+            " JOIN pgrag.chunks c ON c.id = h.chunk_id"
+        ).fetchall()
+    assert "Bitmap Index Scan on chunks_tsv_idx" in text, text
+    assert "Seq Scan on chunks" not in text, text
+    assert len(rows) == 100
+    assert all("topic42 " in r[0] or "subject5 " in r[0] for r in rows)
+
+
+def test_semantic_leg_uses_the_hnsw_index(bulk: Bulk) -> None:
+    # the leg's SQL text exactly as pgrag.semantic_candidates executes it
+    with psycopg.connect(bulk.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        register_vector(conn)
+        leg = conn.execute("SELECT pgrag.semantic_leg_sql(%s, %s)", (bulk.set_id, DIMS)).fetchone()[
+            0
+        ]
+        conn.execute(f"PREPARE leg(vector, jsonb, int) AS {leg}")
+        vec = query_vector("topic42")
+        plain = plan(conn, "EXECUTE leg(%s, %s, 100)", (vec, Jsonb({})))
+        filtered = plan(conn, "EXECUTE leg(%s, %s, 100)", (vec, Jsonb({"folder": "f7"})))
+    index = f"embeddings_hnsw_{bulk.set_id}"
+    assert f"Index Scan using {index} on embeddings" in plain, plain
+    assert f"Index Scan using {index} on embeddings" in filtered, filtered
+    assert "Seq Scan on embeddings" not in plain + filtered
+
+
+@pytest.fixture
+async def pool(bulk: Bulk) -> AsyncIterator[AsyncConnectionPool]:
+    p = AsyncConnectionPool(
+        bulk.dsn,
+        min_size=1,
+        max_size=2,
+        open=False,
+        configure=register_vector_async,
+        kwargs={"autocommit": True},
+    )
+    await p.open(wait=True, timeout=30)
+    yield p
+    await p.close()
+
+
+def embedded_in_f7(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pgrag.embeddings e JOIN pgrag.chunks c ON c.id = e.chunk_id"
+            " JOIN pgrag.documents d ON d.id = c.document_id WHERE d.folder = 'f7'"
+        ).fetchone()[0]
+
+
+def test_filtered_vector_search_still_fills_the_pool(bulk: Bulk) -> None:
+    available = embedded_in_f7(bulk.dsn)
+    assert available == DOCS // FOLDERS * EMBEDDED_PER_DOC == 60
+    vec = query_vector("subject5 area3")
+    with psycopg.connect(bulk.dsn) as conn:
+        register_vector(conn)
+        rows = conn.execute(
+            "SELECT h.chunk_id, d.folder, h.semantic_rank, h.total_candidates"
+            " FROM pgrag.hybrid_search(NULL, %s, 10, filters => %s, pool_size => 50) h"
+            " JOIN pgrag.documents d ON d.id = h.document_id ORDER BY h.rank",
+            (vec, Jsonb({"folder": "f7"})),
+        ).fetchall()
+    assert len(rows) == 10
+    assert {r[1] for r in rows} == {"f7"}
+    assert [r[2] for r in rows] == list(range(1, 11))
+    # a plain HNSW scan (ef_search 50) would meet ~1 f7 row among its 50 candidates
+    assert rows[0][3] == 50
+
+
+@pytest.mark.anyio
+async def test_filtered_semantic_search_returns_limit_results(
+    pool: AsyncConnectionPool, bulk: Bulk
+) -> None:
+    service = SearchService(pool, HashEmbedder(MODEL), log_searches=False)
+    page = await service.search(
+        SearchRequest(
+            query="subject5 area3",
+            mode="semantic",
+            limit=10,
+            filters={"folder": "f7"},
+            content_mode="none",
+            max_tokens=25000,
+        )
+    )
+    assert len(page.data.results) == 10
+    assert {h.path.split("/")[0] for h in page.data.results} == {"f7"}
+    assert page.data.total_matches == embedded_in_f7(bulk.dsn)  # every f7 vector was reached
+    assert page.has_more
+    hybrid = await service.search(
+        SearchRequest(
+            query="topic75",  # in one chunk of every f7 document (and of f57's)
+            limit=10,
+            filters={"folder": "f7"},
+            content_mode="none",
+            max_tokens=25000,
+            explain=True,
+        )
+    )
+    assert len(hybrid.data.results) == 10
+    assert {h.path.split("/")[0] for h in hybrid.data.results} == {"f7"}
+    lexical = [h for h in hybrid.data.results if h.explain and h.explain.lexical_rank]
+    assert lexical and all("topic75 " in h.preview for h in lexical)
