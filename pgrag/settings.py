@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -57,12 +58,37 @@ class Settings(BaseSettings):
         "smart_extract", description="`smart_extract` or `full`"
     )
     searxng_url: str | None = Field(None, description="enables `web_search`")
+    web_timeout_s: float = Field(
+        8.0, gt=0, le=60, description="seconds `web_search` waits for SearXNG"
+    )
+    web_cache_ttl_s: int = Field(
+        3600,
+        ge=0,
+        le=30 * 86400,
+        description="seconds a `web_search` result stays cached in Postgres (0: always ask)",
+    )
+    write_max_chars: int = Field(
+        20000,
+        ge=100,
+        le=1_000_000,
+        description="longest `content` (characters) `save_document`/`update_document` accept",
+    )
+    graph_labels: str = Field(
+        "Person,Organization,Document,Chunk,Concept,Topic,Event,Location",
+        description="comma list of the node labels the `graph` tools accept",
+    )
+    graph_relationship_types: str = Field(
+        "MENTIONS,RELATED_TO,PART_OF,WORKS_FOR,LOCATED_IN,CITES",
+        description="comma list of the relationship types the `graph` tools accept",
+    )
     collection: str = Field(
         "default", min_length=1, max_length=200, description="default collection"
     )
     chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("WARNING", description="log level")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="log level"
+    )
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` logs")
 
     @field_validator("toolsets")
@@ -72,6 +98,17 @@ class Settings(BaseSettings):
         unknown = [n for n in names if n not in KNOWN_TOOLSETS]
         if unknown or not names:
             raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(KNOWN_TOOLSETS)}")
+        return ",".join(names)
+
+    @field_validator("graph_labels", "graph_relationship_types")
+    @classmethod
+    def _graph_names(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,62}", n)]
+        if bad or not names:
+            raise ValueError(
+                f"expects a comma list of names (a letter, then letters, digits or _): {bad}"
+            )
         return ",".join(names)
 
     @field_validator("embedding_model")

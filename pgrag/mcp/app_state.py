@@ -18,9 +18,10 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pgrag.embeddings.base import EmbeddingProvider
-from pgrag.errors import DatabaseError, ErrorCode, PgragError
+from pgrag.errors import DatabaseError, ErrorCode, Forbidden, PgragError
 from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
 from pgrag.mcp.notify import ChangeRelay
+from pgrag.metrics import count_tool_call
 from pgrag.paging import ContinuationCodec
 from pgrag.search.engine import SearchService
 from pgrag.settings import Settings
@@ -62,6 +63,23 @@ def caller_of(ctx: Context[Any, Any]) -> str:
     from pgrag.mcp.auth import current_caller
 
     return current_caller()
+
+
+def require_writable(state: AppState, ctx: Context[Any, Any] | None = None) -> None:
+    """Refuse a write tool on a read-only server (SPEC §2 PGRAG_READ_ONLY, §7).
+
+    An explicit setting wins. Unset (None) means writable for stdio / in-process callers and
+    read-only over HTTP: a call arrived over HTTP when the transport attached its request to
+    the context or the HTTP auth layer named the caller (stdio callers are "local")."""
+    read_only = state.settings.read_only
+    if read_only is None:
+        request = getattr(getattr(ctx, "request_context", None), "request", None)
+        read_only = request is not None or caller_of(ctx) != "local"  # type: ignore[arg-type]
+    if read_only:
+        raise Forbidden(
+            "this server is read-only: write tools are refused. Start it with "
+            "PGRAG_READ_ONLY=false (or --read-only false) to allow changes"
+        )
 
 
 def _elide(args: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +157,7 @@ def enveloped(
             result = to_result(envelope, started)
             args_for_audit = {k: v for k, v in kwargs.items() if k != "ctx"}
             outcome = envelope.error.code if envelope.error else envelope.status.message
+            count_tool_call(tool, str(envelope.error.code) if envelope.error else "ok")
             await _audit(
                 state_of(ctx),
                 tool,

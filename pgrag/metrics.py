@@ -1,0 +1,107 @@
+"""Prometheus metrics of one pgrag process, served at `/metrics` by the HTTP server.
+
+Counters and histograms live in the default registry of `prometheus_client` (so the
+process and platform collectors come along). The helpers below are the only places that
+touch them: the search service, the MCP tool wrapper and the ingestion pipeline each call
+one of them, and never fail because of a metric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+T = TypeVar("T")
+
+SEARCH_REQUESTS = Counter(
+    "pgrag_search_requests_total",
+    "Searches by mode and outcome (ok, or the stable error code).",
+    ["mode", "outcome"],
+)
+SEARCH_LATENCY = Histogram(
+    "pgrag_search_latency_seconds",
+    "Wall time of a search (embedding the query, ranking SQL, snippets, logging).",
+    ["mode"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+TOOL_CALLS = Counter(
+    "pgrag_tool_calls_total",
+    "MCP tool calls by tool and outcome (ok, or the stable error code).",
+    ["tool", "outcome"],
+)
+INGEST_DOCUMENTS = Counter(
+    "pgrag_ingest_documents_total",
+    "Documents handled by ingestion, by outcome (added, updated, unchanged, removed, failed, pending).",
+    ["outcome"],
+)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def render() -> bytes:
+    """The Prometheus text exposition of every metric of this process."""
+    return generate_latest()
+
+
+def outcome_of(exc: BaseException | None) -> str:
+    """`ok`, or a stable error code (a bounded set of label values)."""
+    if exc is None:
+        return "ok"
+    code = getattr(exc, "code", None)
+    if code is not None:  # PgragError and its subclasses
+        return str(code)
+    if isinstance(exc, asyncio.CancelledError):
+        return "CANCELLED"
+    if isinstance(exc, TimeoutError):
+        return "TIMEOUT"
+    import psycopg
+
+    return "DB_ERROR" if isinstance(exc, psycopg.Error) else "INTERNAL"
+
+
+def observe_search(
+    method: Callable[..., Awaitable[T]],
+) -> Callable[..., Awaitable[T]]:
+    """Decorates `SearchService.search(self, req, ...)`: count it and time it by mode."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, req: Any, *args: Any, **kwargs: Any) -> T:
+        mode = str(getattr(req, "normalised_mode", None) or getattr(req, "mode", "unknown"))
+        started = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            return await method(self, req, *args, **kwargs)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            SEARCH_LATENCY.labels(mode).observe(time.perf_counter() - started)
+            SEARCH_REQUESTS.labels(mode, outcome_of(error)).inc()
+
+    return wrapper
+
+
+def count_tool_call(tool: str, outcome: str) -> None:
+    TOOL_CALLS.labels(tool, outcome).inc()
+
+
+def counting_reporter(reporter: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Wraps an ingestion reporter: every `file_done` event counts its document's outcome."""
+
+    def report(event: Any) -> None:
+        result = getattr(event, "result", None)
+        if getattr(event, "kind", None) == "file_done" and result is not None:
+            INGEST_DOCUMENTS.labels(str(result.outcome)).inc()
+        reporter(event)
+
+    return report
+
+
+def count_ingest(outcome: str, n: int = 1) -> None:
+    if n:
+        INGEST_DOCUMENTS.labels(outcome).inc(n)
