@@ -83,12 +83,15 @@ def require_writable(state: AppState, ctx: Context[Any, Any] | None = None) -> N
 
 
 def _elide(args: dict[str, Any]) -> dict[str, Any]:
+    """The audit keeps what was asked, not the payload: content and long values are elided."""
     out: dict[str, Any] = {}
     for k, v in args.items():
-        if k in ELIDE_KEYS and isinstance(v, str):
-            out[k] = f"<{len(v)} chars>"
+        if k in ELIDE_KEYS and isinstance(v, str | list | dict):
+            out[k] = f"<{len(v)} {'chars' if isinstance(v, str) else 'items'}>"
         elif isinstance(v, str) and len(v) > 500:
             out[k] = v[:500] + "…"
+        elif isinstance(v, list) and len(v) > 50:
+            out[k] = f"<{len(v)} items>"
         else:
             out[k] = v
     return out
