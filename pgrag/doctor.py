@@ -7,7 +7,7 @@ from typing import Any
 
 from pgrag.db import migrations
 from pgrag.db.database import connect, resolve_dsn
-from pgrag.db.server_check import ensure_server_ready
+from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError
 from pgrag.settings import Settings, load_settings
@@ -63,13 +63,19 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         return checks
     try:
         checks.append(Check("database", True, f"reachable: {_describe(settings, dsn)}"))
+        num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
+        version = (await (await conn.execute("SHOW server_version")).fetchone())[0]
         try:
             info = await ensure_server_ready(conn)
-            checks.append(Check("server", True, f"PostgreSQL {info.server_version}"))
-            checks.append(Check("pgvector", True, f"vector {info.pgvector_version}"))
         except PgragError as exc:
-            checks.append(Check("pgvector", False, str(exc)))
+            if num < MIN_SERVER_VERSION:
+                checks.append(Check("server", False, str(exc)))
+            else:  # the server is fine; pgvector is missing, too old or may not be enabled
+                checks.append(Check("server", True, f"PostgreSQL {version}"))
+                checks.append(Check("pgvector", False, str(exc)))
             return checks
+        checks.append(Check("server", True, f"PostgreSQL {info.server_version}"))
+        checks.append(Check("pgvector", True, f"vector {info.pgvector_version}"))
         st = await migrations.status(conn)
         if st.pending:
             names = ", ".join(f"{m.version:04d}_{m.name}" for m in st.pending)

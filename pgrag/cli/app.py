@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 
+from pgrag.errors import ConfigError
 from pgrag.settings import Settings, load_settings
 
 T = TypeVar("T")
@@ -43,10 +46,46 @@ def _settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def cli(ctx: click.Context, **overrides: Any) -> None:
     """pgrag: a Postgres-native RAG server (hybrid search in SQL, MCP, REST, CLI)."""
     ctx.obj = CliState(overrides={k: v for k, v in overrides.items() if v is not None})
-    level = (overrides.get("log_level") or "WARNING").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.WARNING), format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(ctx.obj.overrides)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, extra fields, exception."""
+
+    _standard = frozenset({*vars(logging.makeLogRecord({})), "message", "asctime", "color_message"})
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in self._standard and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc_info"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack_info"] = self.formatStack(record.stack_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def configure_logging(overrides: dict[str, Any]) -> None:
+    """Root logging on stderr from PGRAG_LOG_LEVEL / PGRAG_LOG_FORMAT (or their flags);
+    `json` writes one JSON object per line. A bad value is reported by the command itself."""
+    try:
+        settings = load_settings(**overrides)
+        level, fmt = settings.log_level, settings.log_format
+    except ConfigError:
+        level, fmt = str(overrides.get("log_level") or "WARNING").upper(), "text"
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonLogFormatter())
+        logging.captureWarnings(True)
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level, logging.WARNING), handlers=[handler])
 
 
 def state(ctx: click.Context) -> CliState:

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 
-from pgrag import __version__
+from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
@@ -138,6 +138,11 @@ def create_app(
                 {"status": "unavailable"}, status_code=503, headers={"Retry-After": "5"}
             )
         return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
+    async def metrics_endpoint() -> Response:
+        """Prometheus metrics: searches, tool calls, ingested documents, search latency."""
+        return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/api/search", tags=["search"])
     async def api_search(
@@ -321,6 +326,7 @@ def _jsonable(value: Any) -> Any:
 
 def run_http(settings: Settings, *, host: str, port: int, watch: list[Path] | None = None) -> None:
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     app = create_app(settings, host=host, watch=watch)
     uvicorn.run(
@@ -328,5 +334,7 @@ def run_http(settings: Settings, *, host: str, port: int, watch: list[Path] | No
         host=host,
         port=port,
         log_level=settings.log_level.lower(),
+        # JSON logs: uvicorn's loggers propagate to the root handler the CLI configured
+        log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
         timeout_graceful_shutdown=10,
     )

@@ -36,16 +36,24 @@ def _segments(body: str) -> Iterator[tuple[int, int]]:
 
 
 def _split_long(body: str, start: int, end: int, target: int) -> Iterator[tuple[int, int]]:
-    """A segment longer than the target (no punctuation): cut near whitespace."""
+    """A segment longer than the target (no punctuation): cut near whitespace. The step is
+    guessed from the average density and then checked, since mixed Latin/CJK text is far
+    denser in places than on average."""
     text = body[start:end]
     tokens = count_tokens(text)
     step = max(1, int(len(text) * target / max(tokens, 1)))
     pos = 0
     while pos < len(text):
-        cut = min(len(text), pos + step)
-        if cut < len(text):
-            space = text.rfind(" ", pos + step // 2, cut)
-            cut = space + 1 if space > pos else cut
+        size = step
+        while True:
+            cut = min(len(text), pos + size)
+            if cut < len(text):
+                space = text.rfind(" ", pos + size // 2, cut)
+                cut = space + 1 if space > pos else cut
+            n = count_tokens(text[pos:cut])
+            if n <= target or cut - pos <= 1:
+                break
+            size = max(1, (cut - pos) * target // n)
         yield start + pos, start + cut
         pos = cut
 
@@ -77,13 +85,18 @@ def chunk_text(body: str, target: int, overlap: int) -> list[ChunkDraft]:
             total += pieces[j][2]
             j += 1
         start, end = _trim(body, pieces[i][0], pieces[j - 1][1])
-        if end > start:
+        # a chunk ending where the previous one did holds only overlap: nothing new to embed
+        if end > start and not (chunks and end <= chunks[-1].char_end):
             chunks.append(ChunkDraft(body[start:end], start, end, total))
         if j >= len(pieces):
             break
-        # step back over trailing pieces worth at most `overlap` tokens
+        # step back over trailing pieces worth at most `overlap` tokens, but past the first
+        # non-blank piece, so that the next chunk does not start where this one did
+        first = i
+        while first < j - 1 and body[pieces[first][0] : pieces[first][1]].isspace():
+            first += 1
         k, back = j, 0
-        while k - 1 > i and back + pieces[k - 1][2] <= overlap:
+        while k - 1 > first and back + pieces[k - 1][2] <= overlap:
             back += pieces[k - 1][2]
             k -= 1
         i = k

@@ -20,6 +20,7 @@ import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag import metrics
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import PgragError, UpstreamError
@@ -117,7 +118,7 @@ class Ingestor:
         self.collection_name = collection
         self.chunk_tokens = chunk_tokens
         self.chunk_overlap = chunk_overlap
-        self.report = reporter
+        self.report = metrics.counting_reporter(reporter)
         self._collection: Collection | None = None
 
     async def collection(self) -> Collection:
@@ -155,15 +156,19 @@ class Ingestor:
         return summary
 
     async def remove(self, root: Path, rel_paths: list[str]) -> list[str]:
+        """Drop the documents of deleted paths; a deleted (or moved away) folder is one
+        path, so everything under it goes too."""
         col = await self.collection()
+        folders = [p.rstrip("/") + "/" for p in rel_paths]
         async with self.pool.connection() as conn:
             rows = await (
                 await conn.execute(
                     "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"
-                    " AND path = ANY(%s) RETURNING path",
-                    (col.id, str(root), rel_paths),
+                    " AND (path = ANY(%s) OR path ^@ ANY(%s)) RETURNING path",
+                    (col.id, str(root), rel_paths, folders),
                 )
             ).fetchall()
+        metrics.count_ingest("removed", len(rows))
         return [r[0] for r in rows]
 
     async def _ingest_files(

@@ -54,17 +54,22 @@ def walk(target: Path) -> tuple[Path, list[FoundFile]]:
         return target.parent, [FoundFile(target.parent, target, target.name)]
     if not target.is_dir():
         raise FileNotFoundError(f"no such file or folder: {target}")
-    spec = ignore_spec(target)
+    return target, walk_under(target, ignore_spec(target), target)
+
+
+def walk_under(root: Path, spec: pathspec.PathSpec, start: Path) -> list[FoundFile]:
+    """Files under `start`, a folder inside `root`, named relative to `root` (watch mode
+    scans a folder that was moved in this way)."""
     found: list[FoundFile] = []
-    for dirpath, dirnames, filenames in os.walk(target):
-        rel_dir = Path(dirpath).relative_to(target).as_posix()
+    for dirpath, dirnames, filenames in os.walk(start):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
         dirnames[:] = sorted(d for d in dirnames if not spec.match_file(rel_dir + d + "/"))
         for name in sorted(filenames):
             rel = rel_dir + name
             if not spec.match_file(rel):
-                found.append(FoundFile(target, Path(dirpath) / name, rel))
-    return target, found
+                found.append(FoundFile(root, Path(dirpath) / name, rel))
+    return found
 
 
 def file_sha256(path: Path) -> str:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pathspec
 from watchfiles import Change, awatch
+from watchfiles.main import FileChange
 
 from pgrag.ingest.pipeline import FileResult, Ingestor, IngestSummary, Outcome
-from pgrag.ingest.walker import FoundFile, ignore_spec
+from pgrag.ingest.walker import FoundFile, ignore_spec, walk_under
 
 DEBOUNCE_MS = 800  # a file still being written settles before we read it
+SETTLE_LIMIT_S = 60.0  # a file that never stops growing is read after this long anyway
 
 
 async def watch_and_ingest(
@@ -25,25 +29,67 @@ async def watch_and_ingest(
     specs = {r: ignore_spec(r) for r in roots}
     async for changes in awatch(*roots, debounce=DEBOUNCE_MS, step=100, stop_event=stop_event):  # type: ignore[arg-type]
         for root in roots:
-            touched: dict[str, Path] = {}
-            deleted: list[str] = []
-            for change, raw in changes:
-                path = Path(raw)
-                if not path.is_relative_to(root):
-                    continue
-                rel = path.relative_to(root).as_posix()
-                if specs[root].match_file(rel):
-                    continue
-                if change == Change.deleted or not path.exists():
-                    deleted.append(rel)
-                elif path.is_file():
-                    touched[rel] = path
-            summary = IngestSummary(ingestor.collection_name)
+            touched, deleted = _on_disk_now(root, specs[root], changes)
             if touched:
-                files = [FoundFile(root, p, rel) for rel, p in sorted(touched.items())]
+                await _settle(list(touched.values()))
+                deleted += [rel for rel, p in touched.items() if not p.is_file()]
+            summary = IngestSummary(ingestor.collection_name)
+            files = [FoundFile(root, p, rel) for rel, p in sorted(touched.items()) if p.is_file()]
+            if files:
                 summary.results += (await ingestor.ingest_files(root, files)).results
             if deleted:
-                removed = await ingestor.remove(root, deleted)
+                removed = await ingestor.remove(root, sorted(set(deleted)))
                 summary.results += [FileResult(p, Outcome.REMOVED) for p in removed]
             if summary.results and on_summary:
                 on_summary(summary)
+
+
+def _on_disk_now(
+    root: Path, spec: pathspec.PathSpec, changes: set[FileChange]
+) -> tuple[dict[str, Path], list[str]]:
+    """Files to (re)ingest and paths to drop, by what exists now rather than by event kind:
+    a batch can hold both the deletion and the re-creation of one path (editors that save
+    by replacing the file), and a folder moved in arrives as one event for the folder."""
+    touched: dict[str, Path] = {}
+    deleted: list[str] = []
+    for change, raw in changes:
+        path = Path(raw)
+        if not path.is_relative_to(root) or path == root:
+            continue
+        rel = path.relative_to(root).as_posix()
+        if path.is_dir():
+            if change == Change.added and not spec.match_file(rel + "/"):
+                touched.update((f.rel, f.path) for f in walk_under(root, spec, path))
+        elif spec.match_file(rel):
+            continue
+        elif path.is_file():
+            touched[rel] = path
+        else:
+            deleted.append(rel)
+    return touched, deleted
+
+
+def _stamps(paths: list[Path]) -> list[tuple[int, int] | None]:
+    stamps: list[tuple[int, int] | None] = []
+    for p in paths:
+        try:
+            st = p.stat()
+            stamps.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamps.append(None)
+    return stamps
+
+
+async def _settle(paths: list[Path]) -> None:
+    """Wait until the files have not changed for DEBOUNCE_MS. watchfiles reports a change
+    once events pause for a moment, and repeated writes to one file collapse into one event,
+    so a file written in pieces would otherwise be read half-written."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_LIMIT_S
+    last = _stamps(paths)
+    while loop.time() < deadline:
+        await asyncio.sleep(DEBOUNCE_MS / 1000)
+        now = _stamps(paths)
+        if now == last:
+            return
+        last = now

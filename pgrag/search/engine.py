@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
+from pgrag.metrics import observe_search
 from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
 from pgrag.search import sql
 from pgrag.search.keywords import (
@@ -92,6 +93,7 @@ class SearchService:
             self._codec = ContinuationCodec(secret.encode())
         return self._codec
 
+    @observe_search
     async def search(
         self,
         req: SearchRequest,

@@ -29,7 +29,13 @@ def decode_bytes(data: bytes) -> tuple[str, str]:
 
     BOM first, then strict UTF-8 (the common case, and charset-normalizer sometimes
     mislabels short UTF-8), then charset-normalizer with a tie-break towards GB18030.
+    NUL characters are dropped: they carry no text and PostgreSQL cannot store them.
     """
+    text, encoding = _decode(data)
+    return text.replace("\x00", ""), encoding
+
+
+def _decode(data: bytes) -> tuple[str, str]:
     if not data:
         return "", "utf-8"
     for bom, encoding in _BOMS:
