@@ -6,6 +6,7 @@ envelope; paging is by token budget with signed continuation tokens.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -19,7 +20,14 @@ from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers.base import Unit
 from pgrag.ingest.parsers.docx import page_texts
 from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, AppState, enveloped, scope_of, state_of
-from pgrag.mcp.envelope import Continuation, Envelope, Status, page_actions, page_status
+from pgrag.mcp.envelope import (
+    MAX_RESPONSE_TOKENS,
+    Continuation,
+    Envelope,
+    Status,
+    page_actions,
+    page_status,
+)
 from pgrag.mcp.schemas import (
     ChunkItem,
     DocumentContentData,
@@ -57,6 +65,14 @@ Token = Annotated[
 ]
 
 
+ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around the data (ids, actions, meta)
+
+
+def _json_tokens(value: Any) -> int:
+    """Tokens a value costs as it is sent: JSON-encoded (quotes, escapes, list commas)."""
+    return item_tokens(json.dumps(value, ensure_ascii=False))
+
+
 def _result(model: type[Any]) -> Any:
     return Annotated[CallToolResult, Envelope[model]]  # type: ignore[valid-type]
 
@@ -75,10 +91,12 @@ def _page(
     tool: str,
     fp: str,
     state: AppState,
-    measure: Callable[[T], int] = item_tokens,
+    measure: Callable[[T], int] = _json_tokens,
 ) -> tuple[list[T], Continuation, Status, list[Any], int]:
-    """Cut `items` (which start at `offset` of `total`) to the budget; build paging fields."""
-    fit = fit_to_budget(items, max_tokens, measure)
+    """Cut `items` (which start at `offset` of `total`) to the budget; build paging fields.
+    The data never takes more than the response cap minus the envelope's reserve, so a page
+    is not cut by the cap (which would lose what the continuation then skips)."""
+    fit = fit_to_budget(items, min(max_tokens, MAX_RESPONSE_TOKENS - ENVELOPE_RESERVE), measure)
     kept = list(items[: fit.count])
     next_offset = offset + len(kept)
     has_more = next_offset < total
@@ -370,7 +388,7 @@ def register(server: MCPServer[Any]) -> None:
             "get_pages",
             fp,
             state,
-            lambda p: item_tokens(p.content),
+            lambda p: _json_tokens(p.content),
         )
         outline = doc.row["outline"] or {}
         return Envelope[PagesData](
@@ -452,7 +470,7 @@ def register(server: MCPServer[Any]) -> None:
             "get_sheet_data",
             fp,
             state,
-            lambda r: item_tokens(" | ".join(r)) + 1,
+            lambda r: _json_tokens(r) + 1,
         )
         return Envelope[SheetData](
             data=SheetData(
@@ -570,7 +588,7 @@ def register(server: MCPServer[Any]) -> None:
         )
 
     @server.tool(annotations=READ_ONLY)
-    @enveloped("get_embedding")
+    @enveloped("get_embedding", timeout=SEARCH_TIMEOUT_S)  # the same embedding work as search
     async def get_embedding(
         text: Annotated[str, Field(min_length=1, max_length=8000, description="text to embed")],
         ctx: Context[Any, Any],
