@@ -36,6 +36,7 @@ REGEX_TIMEOUT_MS = 3000
 CONTEXT_CHARS = 200  # context.before / context.after
 PREVIEW_CHARS = 240
 MAX_POOL = 1000
+DOCUMENT_SNIPPETS = 3  # scope=documents: each document's best snippets, so a page holds several
 
 
 @dataclass(frozen=True)
@@ -377,7 +378,12 @@ class SearchService:
                     merge_overlapping=req.merge_overlapping,
                     with_details=req.return_scoring_details,
                 )
-            snippets = finalise(snippets, self.max_snippets)
+            cap = (
+                self.max_snippets
+                if req.scope == "chunks"
+                else min(self.max_snippets, DOCUMENT_SNIPPETS)
+            )
+            snippets = finalise(snippets, cap)
         rows = f"{row_start}-{row_end}" if row_start is not None else None
         meta: dict[str, object] = {"document_type": file_type, "title": title}
         if author:
