@@ -1,0 +1,217 @@
+"""Load benchmark: N concurrent MCP clients searching over Streamable HTTP.
+
+Loads SciFact (precomputed passage vectors, see benchmarks/support.py) into a fresh
+database, starts `pgrag serve --transport http` as a subprocess, and drives 10 and 50
+concurrent clients (each its own MCP session) through a fixed number of `search` calls.
+Prints throughput, p50/p95/p99 latency, errors and the server's peak RSS; in the same run
+it measures the same queries in process (SearchService, no transport) so the transport
+overhead is a ratio. Targets (issue 5): 10 clients p95 ≤ 150 ms, zero errors, RSS ≤ 500 MB.
+
+    python benchmarks/load.py [--clients 10,50] [--searches 20] [--dsn DSN] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+import psutil
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import RESULTS, drop_database, fresh_database, load_corpus, load_set, server
+
+COLLECTION = "bench"
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    arr = np.array(values)
+    return {f"p{p}": round(float(np.percentile(arr, p)), 2) for p in (50, 95, 99)}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RssSampler(threading.Thread):
+    """Peak RSS of the server process (and its children) sampled every 100 ms."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                rss = self.proc.memory_info().rss
+                self.peak = max(self.peak, rss)
+            except psutil.Error:
+                return
+            time.sleep(0.1)
+
+
+def start_server(dsn: str, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PGRAG_COLLECTION": COLLECTION}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgrag",
+            "--database-url",
+            dsn,
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("pgrag serve did not become ready")
+
+
+async def one_client(
+    url: str, queries: list[str], latencies: list[float], errors: list[str]
+) -> None:
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as hc,
+        streamable_http_client(url, http_client=hc) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        for q in queries:
+            t = time.perf_counter()
+            try:
+                r = await session.call_tool(
+                    "search", {"query": q, "limit": 10, "content_mode": "none"}
+                )
+                if r.is_error:
+                    errors.append(str(r.structured_content)[:200])
+            except Exception as exc:  # a transport failure is an error, not a crash
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            latencies.append((time.perf_counter() - t) * 1000)
+
+
+async def drive(url: str, queries: list[str], clients: int, per_client: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors: list[str] = []
+    work = [
+        [queries[(c * per_client + i) % len(queries)] for i in range(per_client)]
+        for c in range(clients)
+    ]
+    t = time.perf_counter()
+    await asyncio.gather(*(one_client(url, w, latencies, errors) for w in work))
+    wall = time.perf_counter() - t
+    return {
+        "clients": clients,
+        "searches": len(latencies),
+        "wall_s": round(wall, 2),
+        "throughput_qps": round(len(latencies) / wall, 2),
+        "errors": len(errors),
+        "error_samples": errors[:3],
+        "latency_ms": percentiles(latencies),
+    }
+
+
+async def in_process(dsn: str, queries: list[str]) -> dict[str, Any]:
+    """The same searches without any transport (the floor the HTTP numbers compare to)."""
+    from pgrag.db.database import open_database
+    from pgrag.embeddings.local import LocalE5Provider
+    from pgrag.search.engine import SearchService
+    from pgrag.search.models import SearchRequest
+    from pgrag.settings import load_settings
+
+    provider = LocalE5Provider()
+    times: list[float] = []
+    async with open_database(load_settings(), dsn=dsn) as db:
+        service = SearchService(db.pool, provider)
+        await service.search(SearchRequest(query="warm up", limit=10))
+        for q in queries:
+            t = time.perf_counter()
+            await service.search(SearchRequest(query=q, limit=10, content_mode="none"))
+            times.append((time.perf_counter() - t) * 1000)
+    await provider.aclose()
+    return {"searches": len(times), "latency_ms": percentiles(times)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--clients", default="10,50", help="comma list of concurrent client counts")
+    ap.add_argument("--searches", type=int, default=20, help="searches per client")
+    ap.add_argument(
+        "--dsn", default=None, help="admin DSN of a server (default: embedded in a temp dir)"
+    )
+    ap.add_argument("--out", type=Path, default=RESULTS / "load.json")
+    args = ap.parse_args(argv)
+
+    data = load_set("scifact", "test")
+    queries = list(data.queries.values())
+    results: dict[str, Any] = {"set": "scifact", "documents": len(data.doc_ids), "runs": []}
+    with server(args.dsn) as admin:
+        dsn = fresh_database(admin, "pgrag_bench_load")
+        try:
+            load_corpus(
+                dsn, data.titles, data.texts, data.vectors, data.doc_ids, collection=COLLECTION
+            )
+            results["in_process"] = asyncio.run(in_process(dsn, queries[:100]))
+            port = free_port()
+            proc = start_server(dsn, port)
+            sampler = RssSampler(proc.pid)
+            sampler.start()
+            try:
+                url = f"http://127.0.0.1:{port}/mcp"
+                asyncio.run(drive(url, queries, 2, 3))  # warm-up: model loaded, pool filled
+                for n in [int(c) for c in args.clients.split(",") if c.strip()]:
+                    run = asyncio.run(drive(url, queries, n, args.searches))
+                    base = results["in_process"]["latency_ms"]["p95"] or 1
+                    run["p95_vs_in_process"] = round(run["latency_ms"]["p95"] / base, 2)
+                    results["runs"].append(run)
+            finally:
+                sampler.stop.set()
+                proc.terminate()
+                proc.wait(timeout=30)
+            results["server_peak_rss_mb"] = round(sampler.peak / 2**20, 1)
+        finally:
+            drop_database(admin, dsn)
+    results["load_avg_after"] = list(os.getloadavg())
+    print(json.dumps(results, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
