@@ -7,9 +7,9 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pgrag.errors import DatabaseError
+from pgrag.errors import DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
 SET_ROLE_SQL = "SET LOCAL ROLE pgrag_scoped"
@@ -20,12 +20,45 @@ CAN_SCOPE_SQL = (
 )
 
 
+POOL_WAIT_S = 5.0  # bounded queueing for a connection; request timeouts are longer
+
+
+async def _why_no_connection(pool: AsyncConnectionPool) -> PgragError:
+    """The pool had nothing for us: is the database down, or are we just busy?"""
+    try:
+        probe = await psycopg.AsyncConnection.connect(pool.conninfo, connect_timeout=2)
+    except psycopg.OperationalError:
+        return DatabaseError(
+            "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
+        )
+    await probe.close()
+    return PgragError(
+        "the server is busy (every database connection is in use): retry shortly",
+        code=ErrorCode.TIMEOUT,
+        detail={"retry_after_s": 1},
+    )
+
+
+@contextlib.asynccontextmanager
+async def pooled_connection(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A pooled connection after a bounded wait; DB_ERROR when the database is down,
+    TIMEOUT when the pool is exhausted - never an unbounded hang."""
+    try:
+        conn = await pool.getconn(timeout=POOL_WAIT_S)
+    except PoolTimeout as exc:
+        raise await _why_no_connection(pool) from exc
+    try:
+        yield conn
+    finally:
+        await pool.putconn(conn)
+
+
 @contextlib.asynccontextmanager
 async def scoped_connection(
     pool: AsyncConnectionPool, scope: list[str] | None
 ) -> AsyncIterator[psycopg.AsyncConnection]:
     """A pooled connection; with a scope, everything runs in one transaction under RLS."""
-    async with pool.connection() as conn:
+    async with pooled_connection(pool) as conn:
         if scope is None:
             yield conn
             return
