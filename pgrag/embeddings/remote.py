@@ -79,7 +79,14 @@ class LiteLLMProvider(EmbeddingProvider):
 
     async def _call(self, texts: list[str]) -> Any:
         litellm = _litellm()
-        kwargs: dict[str, Any] = {"model": self.model, "input": texts, "timeout": self._timeout}
+        # retries are ours (tenacity, with backoff): the SDKs underneath must not add their own
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "input": texts,
+            "timeout": self._timeout,
+            "max_retries": 0,
+            "num_retries": 0,
+        }
         if self._api_base:
             kwargs["api_base"] = self._api_base
         if self._api_key:
