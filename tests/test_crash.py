@@ -169,3 +169,28 @@ def _summary_value(table: str, column: str) -> str:
     )
     values = [v.strip() for v in values_line.replace("│", "|").split("|")]
     return values[cols.index(column)]
+
+
+def test_two_processes_ingesting_one_folder_at_once(dsn: str, tmp_path: Path) -> None:
+    """Concurrent runs over the same folder: no duplicates, no deadlock, every file ready."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"doc_{i:02d}.md").write_text(
+            f"# Doc {i}\n\n" + f"Body {i}. " * 200, encoding="utf-8"
+        )
+    procs = [
+        subprocess.Popen(
+            pgrag_cmd("--database-url", dsn, *MODEL, "ingest", "-q", str(folder)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    _assert_consistent(dsn)
+    rows = _query(dsn, "SELECT status, count(*) FROM pgrag.documents GROUP BY status")
+    assert rows == [("ready", 30)]
+    assert _query(dsn, "SELECT count(*) FROM pgrag.embedding_sets") == [(1,)]
