@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pgrag.embeddings.base import EmbeddingProvider
-from pgrag.errors import DatabaseError, ErrorCode, Forbidden, PgragError
+from pgrag.errors import DatabaseError, ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
 from pgrag.mcp.notify import ChangeRelay
 from pgrag.metrics import count_tool_call
@@ -128,6 +128,8 @@ def _as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
             "the server is busy (no database connection free): retry in a moment",
             code=ErrorCode.TIMEOUT,
         )
+    if isinstance(exc, psycopg.DataError):  # e.g. a NUL byte or a malformed id in an argument
+        return InvalidArgument(f"an argument cannot be used: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseError(
             "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}

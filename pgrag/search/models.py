@@ -74,6 +74,7 @@ class SearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, v: str) -> str:
+        v = v.replace("\x00", " ")  # NUL carries no meaning and PostgreSQL cannot store it
         if not v.strip():
             raise ValueError("query is blank")
         return v
