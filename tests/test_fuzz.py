@@ -38,7 +38,7 @@ from tests.support.servers import free_port, wait_http
 
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
