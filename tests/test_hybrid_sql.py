@@ -56,8 +56,10 @@ def test_hybrid_search_from_psql_returns_both_ranks_and_the_fused_score(hand_dsn
     # chunk 1: lexical rank 1 and semantic rank 1; chunk 2: semantic only (rank 2)
     assert rows[0][:3] == ["1", "1", "1"]
     assert rows[1][:3] == ["2", "", "2"]
-    assert float(rows[0][4]) == pytest.approx(1 / 61 + 1 / 61, abs=1e-5)
-    assert float(rows[1][4]) == pytest.approx(1 / 62, abs=1e-5)
+    # adaptive fusion (0004): lexical share min(0.8, 1.2 * coverage 1.0) = 0.8 on BM25 / max,
+    # 0.2 on min-max cosine: chunk 1 is the best of both legs, chunk 2 the worst semantic hit
+    assert float(rows[0][4]) == pytest.approx(0.8 * 1 + 0.2 * 1, abs=1e-5)
+    assert float(rows[1][4]) == pytest.approx(0.0, abs=1e-5)
     assert float(rows[0][3]) > float(rows[1][3])
 
 
@@ -77,4 +79,5 @@ def test_weights_and_k_change_the_fusion(hand_dsn: str) -> None:
             " '[0,1,0]'::vector, 5, rrf_k => 10, lexical_weight => 0, semantic_weight => 2) h"
             " JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.fused_score DESC"
         ).fetchall()
-    assert rows[0][0] == 2 and rows[0][1] == pytest.approx(2 / 11)
+    # no lexical leg: share 0, fused = semantic_weight * min-max cosine (rrf_k is for 'rrf')
+    assert rows[0][0] == 2 and rows[0][1] == pytest.approx(2.0)

@@ -726,15 +726,17 @@ async def test_first_result_over_budget_is_still_returned(service: SearchService
 
 async def test_explain_fields_reproduce_the_fused_score(service: SearchService) -> None:
     page = await run(service, query="contract signing", limit=10, explain=True)
+    fused = []
     for h in page.data.results:
         e = h.explain
-        assert e is not None and e.rrf_k == 60
+        assert e is not None and e.fusion == "adaptive"
+        assert e.coverage_gain == 1.2 and e.max_lexical_share == 0.8
         assert e.lexical_weight == 1.0 and e.semantic_weight == 1.0
-        fused = (1 / (60 + e.lexical_rank) if e.lexical_rank else 0) + (
-            1 / (60 + e.semantic_rank) if e.semantic_rank else 0
-        )
-        assert e.fused_score == pytest.approx(fused, abs=1e-9)
-        assert h.score == pytest.approx(fused, abs=1e-6)
+        # adaptive fusion: share * BM25/max + (1 - share) * min-max cosine, so within [0, 1]
+        assert 0.0 <= e.fused_score <= 1.0 + 1e-9
+        assert h.score == pytest.approx(e.fused_score, abs=1e-6)
+        fused.append(e.fused_score)
+    assert fused == sorted(fused, reverse=True)  # rank follows the fused score
     plain = await run(service, query="contract signing", limit=3)
     assert all(h.explain is None for h in plain.data.results)
 
@@ -851,7 +853,7 @@ def test_cli_explain_prints_the_rank_table(corpus_dsn: str) -> None:
         assert col in out
     assert "policies/contract_signing.md" in out
     assert "hybrid search" in out
-    assert "RRF k=60" in result.stderr
+    assert "fusion: adaptive" in result.stderr and "coverage" in result.stderr
     assert "SELECT * FROM pgrag.explain_search(" in result.stderr
 
 

@@ -64,12 +64,18 @@ def print_table(page: SearchPage, explain: bool) -> None:
     notes = []
     if d.degraded:
         notes.append(f"degraded: {', '.join(d.degraded)} leg unavailable for this query")
-    if explain and d.results and d.results[0].explain and d.results[0].explain.rrf_k:
+    if explain and d.results and d.results[0].explain and d.results[0].explain.fusion:
         e = d.results[0].explain
-        notes.append(
-            f"fusion: RRF k={e.rrf_k}, lexical weight {e.lexical_weight}, "
-            f"semantic weight {e.semantic_weight}"
-        )
+        if e.fusion == "rrf":
+            notes.append(
+                f"fusion: RRF k={e.rrf_k}, lexical weight {e.lexical_weight}, "
+                f"semantic weight {e.semantic_weight}"
+            )
+        else:
+            notes.append(
+                f"fusion: adaptive blend of BM25/max and min-max cosine, lexical share "
+                f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage)"
+            )
     if d.search_id:
         notes.append(f"reproduce in psql: SELECT * FROM pgrag.explain_search({d.search_id});")
     for n in notes:

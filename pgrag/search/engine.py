@@ -41,13 +41,19 @@ DOCUMENT_SNIPPETS = 3  # scope=documents: each document's best snippets, so a pa
 
 @dataclass(frozen=True)
 class FusionParams:
-    """Visible in --explain and in pgrag.search_log.params."""
+    """Visible in --explain and in pgrag.search_log.params. The last three mirror the SQL
+    defaults of pgrag.hybrid_search (0004_fusion.sql): 'adaptive' blends max-normalised BM25
+    and min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain *
+    coverage); 'rrf' is plain RRF with rrf_k."""
 
     rrf_k: int = 60
     lexical_weight: float = 1.0
     semantic_weight: float = 1.0
     pool_size: int = 100
     chunks_per_document: int = 3
+    fusion: str = "adaptive"
+    coverage_gain: float = 1.2
+    max_lexical_share: float = 0.8
 
 
 @dataclass
@@ -307,13 +313,25 @@ class SearchService:
                         semantic_score=sscore,
                         fused_score=fused,
                         regex_matches=rx,
-                        rrf_k=self.fusion.rrf_k if mode != "regex" else None,
-                        lexical_weight=self.fusion.lexical_weight if mode != "regex" else None,
-                        semantic_weight=self.fusion.semantic_weight if mode != "regex" else None,
+                        **self._fusion_explain(mode),
                     ),
                 )
             )
         return hits
+
+    def _fusion_explain(self, mode: str) -> dict[str, Any]:
+        """The fusion parameters the SQL ranked with (its defaults, 0004_fusion.sql)."""
+        if mode == "regex":
+            return {}
+        f = self.fusion
+        return {
+            "fusion": f.fusion,
+            "rrf_k": f.rrf_k if f.fusion == "rrf" else None,
+            "lexical_weight": f.lexical_weight,
+            "semantic_weight": f.semantic_weight,
+            "coverage_gain": f.coverage_gain if f.fusion == "adaptive" else None,
+            "max_lexical_share": f.max_lexical_share if f.fusion == "adaptive" else None,
+        }
 
     def _hit(
         self,

@@ -120,6 +120,7 @@ class Context(BaseModel):
 
 
 class Explain(BaseModel):
+    fusion: str | None = Field(None, description="adaptive (BM25/cosine blend) or rrf")
     lexical_rank: int | None = None
     lexical_score: float | None = None
     semantic_rank: int | None = None
@@ -129,6 +130,8 @@ class Explain(BaseModel):
     rrf_k: int | None = None
     lexical_weight: float | None = None
     semantic_weight: float | None = None
+    coverage_gain: float | None = None
+    max_lexical_share: float | None = None
 
 
 class SearchHit(BaseModel):
