@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
     embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
+    embedding_query_threads: int = Field(
+        2, ge=1, le=32, description="bundled model: threads embedding queries (passages use one)"
+    )
+    query_cache_size: int = Field(
+        2048, ge=0, le=1_000_000, description="recent query vectors kept in memory (0: off)"
+    )
     toolsets: str = Field("core", description="comma list of: " + ", ".join(KNOWN_TOOLSETS))
     read_only: bool | None = Field(
         None, description="refuse write tools; default true for HTTP, false for the CLI"

@@ -1,3 +1,5 @@
+import asyncio
+
 import numpy as np
 import psycopg
 import pytest
@@ -117,3 +119,78 @@ async def test_cache_never_embeds_the_same_text_twice(dsn: str) -> None:
     assert provider.embedded == ["a b", "c d", "e f"]
     assert rows == 3
     assert np.allclose(v1[0], v2[2], atol=1e-6) and np.allclose(v1[1], v2[0], atol=1e-6)
+
+
+# ------------------------------------------------------------------------- query vectors
+
+
+class GatedEmbedder(HashEmbedder):
+    """The hash embedder, counting model calls and optionally held at a gate."""
+
+    def __init__(self) -> None:
+        super().__init__("hash/384")
+        self.calls = 0
+        self.gate: asyncio.Event | None = None
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        self.calls += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if any(t == "boom" for t in texts):
+            raise UpstreamError("provider said no")
+        return await super()._embed(texts, is_query=is_query)
+
+
+async def test_repeated_queries_are_embedded_once_and_evicted_oldest_first() -> None:
+    provider = GatedEmbedder()
+    provider.cache_queries(2)
+    a = await provider.embed_query("alpha")
+    assert np.array_equal(await provider.embed_query("alpha"), a) and provider.calls == 1
+    await provider.embed_query("beta")
+    await provider.embed_query("alpha")  # refreshes alpha: beta is now the oldest
+    await provider.embed_query("gamma")  # evicts beta
+    assert provider.calls == 3
+    await provider.embed_query("alpha")
+    assert provider.calls == 3
+    await provider.embed_query("beta")
+    assert provider.calls == 4
+    with pytest.raises(ValueError):
+        a[0] = 1.0  # cached vectors are shared: callers cannot change them
+
+
+async def test_concurrent_identical_queries_share_one_model_call_and_its_error() -> None:
+    provider = GatedEmbedder()
+    provider.cache_queries(16)
+    provider.gate = asyncio.Event()
+    waiting = [asyncio.create_task(provider.embed_query("same words")) for _ in range(5)]
+    failing = [asyncio.create_task(provider.embed_query("boom")) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    provider.gate.set()
+    vectors = await asyncio.gather(*waiting)
+    errors = await asyncio.gather(*failing, return_exceptions=True)
+    assert provider.calls == 2
+    assert all(np.array_equal(v, vectors[0]) for v in vectors)
+    assert all(isinstance(e, UpstreamError) for e in errors)
+    with pytest.raises(UpstreamError):  # a failure is not cached: the next call tries again
+        await provider.embed_query("boom")
+    assert provider.calls == 3
+
+
+async def test_query_cache_can_be_turned_off() -> None:
+    provider = GatedEmbedder()
+    provider.cache_queries(0)
+    await provider.embed_query("alpha")
+    await provider.embed_query("alpha")
+    assert provider.calls == 2
+
+
+async def test_local_model_gives_identical_vectors_from_concurrent_query_threads() -> None:
+    texts = [f"question {i}: how is {w} stored in postgres" for i, w in enumerate("abcdefgh")]
+    provider = LocalE5Provider(query_threads=2)
+    try:
+        concurrent = await asyncio.gather(*(provider.embed_query(t) for t in texts))
+        one_by_one = [await provider.embed_query(t) for t in texts]  # no cache: not configured
+    finally:
+        await provider.aclose()
+    for got, want in zip(concurrent, one_by_one, strict=True):
+        assert np.array_equal(got, want)

@@ -546,6 +546,47 @@ async def test_provider_down_degrades_hybrid_to_lexical(pool: AsyncConnectionPoo
     assert kw.data.degraded == [] and kw.data.results
 
 
+class GatedProvider(EmbeddingProvider):
+    """The real model behind a gate: queries wait until the test opens it."""
+
+    def __init__(self, inner: LocalE5Provider) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.gate = asyncio.Event()
+        self.waiting = 0
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        self.waiting += 1
+        await self.gate.wait()
+        return await self.inner._embed(texts, is_query=is_query)
+
+
+async def test_searches_waiting_for_the_model_hold_no_connection(
+    pool: AsyncConnectionPool, provider: LocalE5Provider
+) -> None:
+    gated = GatedProvider(provider)
+    slow = SearchService(pool, gated)
+    waiting = [
+        asyncio.create_task(run(slow, query=q, limit=3))
+        for q in ("contract signing", "budget", "server setup")
+    ]  # more searches than the pool (2) has connections
+    for _ in range(500):  # bounded: with a connection held per search, the third never embeds
+        if gated.waiting == len(waiting):
+            break
+        await asyncio.sleep(0.01)
+    assert gated.waiting == len(waiting), "a search queued for a connection before embedding"
+    assert pool.get_stats().get("requests_waiting", 0) == 0
+    page = await run(slow, query="contract", mode="keyword")  # would time out behind them
+    assert page.data.results
+    gated.gate.set()
+    pages = await asyncio.gather(*waiting)
+    assert all(p.data.results and p.data.model == provider.model for p in pages)
+
+
 # --------------------------------------------------------------------------------------------
 # hostile and extreme queries
 # --------------------------------------------------------------------------------------------

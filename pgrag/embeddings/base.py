@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from pgrag.embeddings.query_cache import QueryVectorCache
 from pgrag.errors import PgragError
 
 
@@ -14,6 +15,7 @@ class EmbeddingProvider(ABC):
 
     model: str
     batch_size: int = 32
+    _queries: QueryVectorCache | None = None
 
     @property
     @abstractmethod
@@ -32,7 +34,16 @@ class EmbeddingProvider(ABC):
         ]
         return np.vstack(parts)
 
+    def cache_queries(self, size: int) -> None:
+        """Keep the last `size` query vectors (0 turns the cache off)."""
+        self._queries = QueryVectorCache(size) if size > 0 else None
+
     async def embed_query(self, text: str) -> np.ndarray:
+        if self._queries is None:
+            return await self._embed_one_query(text)
+        return await self._queries.get(text, self._embed_one_query)
+
+    async def _embed_one_query(self, text: str) -> np.ndarray:
         return (await self._embed([text], is_query=True))[0]
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook

@@ -7,7 +7,12 @@ from pgrag.settings import Settings
 
 
 def make_provider(settings: Settings, model: str | None = None) -> EmbeddingProvider:
-    model = model or settings.embedding_model
+    provider = _provider(settings, model or settings.embedding_model)
+    provider.cache_queries(settings.query_cache_size)
+    return provider
+
+
+def _provider(settings: Settings, model: str) -> EmbeddingProvider:
     provider, _, _name = model.partition("/")
     if provider == "local":
         from pgrag.embeddings.local import LocalE5Provider
@@ -16,7 +21,7 @@ def make_provider(settings: Settings, model: str | None = None) -> EmbeddingProv
             raise ValueError(
                 f"unknown local model {model}; the bundled one is local/multilingual-e5-small"
             )
-        return LocalE5Provider(model)
+        return LocalE5Provider(model, query_threads=settings.embedding_query_threads)
     if provider == "hash":
         from pgrag.embeddings.hashing import HashEmbedder
 

@@ -112,6 +112,11 @@ class SearchService:
         timings: dict[str, float] = {}
         mode = req.normalised_mode
         scope_fp = fingerprint({"req": req.page_fingerprint_args(), "scope": collection_scope})
+        embedding: np.ndarray | None = None
+        upstream: UpstreamError | None = None
+        if mode in ("semantic", "hybrid"):
+            # before taking a pooled connection: the model may queue, the pool should not
+            embedding, upstream = await self._embed(req.query, timings)
         async with scoped_connection(self.pool, collection_scope) as conn:
             offset = 0
             if req.continuation_token:
@@ -119,24 +124,17 @@ class SearchService:
                 offset = int(state.get("o", 0))
             collection_ids = await self._collection_ids(conn, req, collection_scope)
             degraded: list[str] = []
-            embedding: np.ndarray | None = None
             lexical_ok = mode in ("hybrid", "keyword") and await self._lexical_usable(
                 conn, req.query
             )
             if mode in ("hybrid", "keyword") and not lexical_ok:
                 degraded.append("lexical")
-            needs_embedding = (
-                mode == "semantic" or (mode == "hybrid") or (mode == "keyword" and not lexical_ok)
-            )
-            if needs_embedding:
-                t = time.perf_counter()
-                try:
-                    embedding = await self.provider.embed_query(req.query)
-                except UpstreamError:
-                    if mode == "semantic" or not lexical_ok:
-                        raise
-                    degraded.append("semantic")
-                timings["embed_ms"] = round((time.perf_counter() - t) * 1000, 2)
+            if mode == "keyword" and not lexical_ok:  # rare: no searchable words at all
+                embedding, upstream = await self._embed(req.query, timings)
+            if upstream is not None:
+                if mode == "semantic" or not lexical_ok:
+                    raise upstream
+                degraded.append("semantic")
             if not lexical_ok and embedding is None and mode != "regex":
                 raise InvalidArgument(
                     "the query has no searchable words (only stop words or symbols) and no "
@@ -178,6 +176,18 @@ class SearchService:
             token_count=budget.tokens,
         )
         return SearchPage(data, has_more, token, budget.first_exceeded)
+
+    async def _embed(
+        self, query: str, timings: dict[str, float]
+    ) -> tuple[np.ndarray | None, UpstreamError | None]:
+        """The query vector, or the provider's error for the caller to degrade on."""
+        t = time.perf_counter()
+        try:
+            return await self.provider.embed_query(query), None
+        except UpstreamError as exc:
+            return None, exc
+        finally:
+            timings["embed_ms"] = round((time.perf_counter() - t) * 1000, 2)
 
     async def _collection_ids(
         self, conn: psycopg.AsyncConnection, req: SearchRequest, scope: list[str] | None
