@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -51,6 +53,25 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     await register_vector_async(conn)
 
 
+RECHECK_AFTER_IDLE_S = 2.0
+_returned_at: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _returned(conn: psycopg.AsyncConnection) -> None:
+    _returned_at[conn] = time.monotonic()
+
+
+async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
+    """Probe a connection before handing it out only if it sat idle: one that came back
+    healthy a moment ago needs no round trip (three per search under load), while one
+    left over from before a database restart is still replaced before anyone gets it."""
+    returned = _returned_at.get(conn)
+    if returned is None or time.monotonic() - returned > RECHECK_AFTER_IDLE_S:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 @dataclass
 class Database:
     dsn: str
@@ -73,8 +94,8 @@ async def open_database(
         kwargs={"autocommit": True},
         # a bounded wait for a free connection, then a clean TIMEOUT for the caller
         timeout=10,
-        # a connection broken by a database restart is replaced before anyone gets it
-        check=AsyncConnectionPool.check_connection,
+        check=_check_if_idle,
+        reset=_returned,
         reconnect_timeout=300,
     )
     await pool.open(wait=True, timeout=30)

@@ -3,6 +3,7 @@ and cuts the page to the token budget. Python never re-ranks: order comes from S
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -214,8 +215,10 @@ class SearchService:
     async def _lexical_usable(self, conn: psycopg.AsyncConnection, query: str) -> bool:
         if len(query.split()) > MAX_LEXICAL_WORDS:
             return False
+        # a scoped request runs in a transaction: a savepoint keeps it usable after an error
+        in_transaction = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         try:
-            async with conn.transaction():  # a savepoint: a scoped request runs in a transaction
+            async with conn.transaction() if in_transaction else contextlib.nullcontext():
                 nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
         except psycopg.Error:
             return False
@@ -471,26 +474,25 @@ class SearchService:
             {"rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id, "score": h.score}
             for h in hits
         ]
-        try:
-            async with conn.transaction():  # a savepoint: keep a scoped request usable
-                row = await (
-                    await conn.execute(
-                        sql.LOG_SQL,
-                        (
-                            req.query,
-                            mode,
-                            req.scope,
-                            Jsonb(logged),
-                            embedding,
-                            self.provider.model,
-                            degraded,
-                            Jsonb(results),
-                            Jsonb(timings),
-                            caller,
-                        ),
-                    )
-                ).fetchone()
-                return int(row[0])
+        try:  # one autocommit INSERT on its own connection: no transaction round trips
+            row = await (
+                await conn.execute(
+                    sql.LOG_SQL,
+                    (
+                        req.query,
+                        mode,
+                        req.scope,
+                        Jsonb(logged),
+                        embedding,
+                        self.provider.model,
+                        degraded,
+                        Jsonb(results),
+                        Jsonb(timings),
+                        caller,
+                    ),
+                )
+            ).fetchone()
+            return int(row[0])
         except psycopg.Error:  # logging must never fail a search
             log.warning("could not log search", exc_info=True)
             return None
