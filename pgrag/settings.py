@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     embedding_query_threads: int = Field(
         2, ge=1, le=32, description="bundled model: threads embedding queries (passages use one)"
     )
+    log_retention_days: int = Field(
+        30,
+        ge=0,
+        le=36500,
+        description="days `pgrag serve` keeps search_log and audit_log rows (0: forever)",
+    )
     query_cache_size: int = Field(
         2048, ge=0, le=1_000_000, description="recent query vectors kept in memory (0: off)"
     )

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search import sql as search_sql
 from pgrag.search.engine import SearchService
+from pgrag.services.retention import prune_periodically
 from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,23 @@ async def open_app_state(
         )
         if watch:
             await stack.enter_async_context(_watching(state, watch))
+        if settings.log_retention_days > 0:
+            await stack.enter_async_context(
+                _background(prune_periodically(rt.db.pool, settings.log_retention_days))
+            )
         yield state
+
+
+@contextlib.asynccontextmanager
+async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `job` while the server runs; cancel it on the way out."""
+    task = asyncio.create_task(job)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @contextlib.asynccontextmanager
@@ -144,13 +161,8 @@ async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
         except Exception:
             log.exception("watching %s failed", paths)
 
-    task = asyncio.create_task(run())
-    try:
+    async with _background(run()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 class SharedState:
