@@ -82,6 +82,19 @@ def require_writable(state: AppState, ctx: Context[Any, Any] | None = None) -> N
         )
 
 
+def require_unscoped(ctx: Context[Any, Any], reason: str) -> None:
+    """Refuse data that row-level security cannot limit to collections to a key that is
+    limited to collections: out-of-scope reads are FORBIDDEN (SPEC §7), and such data may
+    describe any collection. `reason` says why the data is not scoped."""
+    scope = scope_of(ctx)
+    if scope is not None:
+        raise Forbidden(
+            f"{reason}, and this key may only read the collections {', '.join(scope)}: "
+            "use an API key without a collection scope",
+            detail={"scope": scope},
+        )
+
+
 def _elide(args: dict[str, Any]) -> dict[str, Any]:
     """The audit keeps what was asked, not the payload: content and long values are elided."""
     out: dict[str, Any] = {}

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
-from pgrag.mcp.app_state import enveloped, require_writable, scope_of, state_of
+from pgrag.mcp.app_state import enveloped, require_unscoped, require_writable, scope_of, state_of
 from pgrag.mcp.envelope import Envelope, Status
 from pgrag.services import documents as docs
 from pgrag.settings import Settings
@@ -38,6 +38,11 @@ MAX_PATH_DEPTH = 6
 MAX_NEIGHBOR_DEPTH = 3
 MAX_PROPERTIES_BYTES = 64_000
 TRAVERSAL_TIMEOUT = "4s"  # below the 5 s tool timeout: the database stops, not only the client
+# nodes and relationships belong to no collection, so row-level security cannot scope them:
+# every graph tool refuses keys limited to collections (FORBIDDEN)
+GRAPH_DATA = (
+    "graph data is not limited to collections (a node may link to a document of any collection)"
+)
 
 # ---------------------------------------------------------------------------- data models
 
@@ -462,6 +467,7 @@ def register(server: MCPServer[Any]) -> None:
         label from the allow-list, a name and JSON properties; optionally linked to a stored
         document or chunk. Returns the node with its stable id. Connect nodes with
         graph_create_relationship (e.g. a Document node MENTIONS a Person)."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         label = _label(state.settings, label)
@@ -517,6 +523,7 @@ def register(server: MCPServer[Any]) -> None:
         """Find graph nodes exactly: by id, or by label + name, by properties containing given
         values (or property + value), or by the document they are linked to. For approximate
         or partial names use graph_fuzzy_search."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         if id is not None:
             node_id = _uuid(id, "id")
@@ -581,6 +588,7 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(NodeUpdated):  # type: ignore[valid-type]
         """Change a node: its name, label, properties (merge patch by default) or its link to a
         document or chunk. Returns the node as stored."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         node_id = _uuid(id, "id")
@@ -621,6 +629,7 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(Deleted):  # type: ignore[valid-type]
         """Delete a node. A node that still has relationships is only deleted with
         detach=true, which deletes those relationships too."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         node_id = _uuid(id, "id")
@@ -654,6 +663,7 @@ def register(server: MCPServer[Any]) -> None:
         """Connect two nodes with a typed, directed relationship (from_id -[type]-> to_id),
         e.g. a Person WORKS_FOR an Organization, a Document MENTIONS a Concept. The type
         must be in the allow-list."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         rel_type = _rel_type(state.settings, type)
@@ -688,6 +698,7 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(RelationshipsData):  # type: ignore[valid-type]
         """Find relationships by id, or by start node, end node, type and properties (any
         combination). Directed: from_id is where the relationship starts."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         if id is not None:
             rel_id = _uuid(id, "id", "relationship")
@@ -729,6 +740,7 @@ def register(server: MCPServer[Any]) -> None:
         type: Annotated[str | None, Field(max_length=63, description="a new type")] = None,
     ) -> _result(RelationshipUpdated):  # type: ignore[valid-type]
         """Change a relationship's properties (merge patch by default) or its type."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         rel_id = _uuid(id, "id", "relationship")
@@ -756,6 +768,7 @@ def register(server: MCPServer[Any]) -> None:
         Deleted
     ):  # type: ignore[valid-type]
         """Delete one relationship (the nodes stay)."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         require_writable(state, ctx)
         rel_id = _uuid(id, "id", "relationship")
@@ -782,6 +795,7 @@ def register(server: MCPServer[Any]) -> None:
         """The shortest path between two nodes (at most max_depth ≤ 6 relationships),
         optionally only over some relationship types: the nodes and relationships in order.
         found=false when the nodes are not connected within max_depth."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         src, dst = _uuid(from_id, "from_id"), _uuid(to_id, "to_id")
         rel_types = _types(state.settings, types)
@@ -823,6 +837,7 @@ def register(server: MCPServer[Any]) -> None:
         """The nodes within `depth` relationships of a node (each with its distance) and the
         relationships followed to reach them, optionally only over some relationship types.
         Cycles are safe: every node appears once, at its shortest distance."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         node_id = _uuid(id, "id")
         rel_types = _types(state.settings, types)
@@ -873,6 +888,7 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(FuzzyData):  # type: ignore[valid-type]
         """Find nodes by approximate name or words in their properties: trigram similarity
         (typos) plus CJK-aware full text. Each item has a score in 0..1 and its rank."""
+        require_unscoped(ctx, GRAPH_DATA)
         state = state_of(ctx)
         wanted = sorted({_label(state.settings, label) for label in labels}) if labels else None
         text = query.strip()
