@@ -38,6 +38,7 @@ from pgrag.ingest.prepare import build_chunks, human_size
 from pgrag.mcp.app_state import AppState, enveloped, require_writable, scope_of, state_of
 from pgrag.mcp.envelope import Envelope, Status
 from pgrag.services import documents as docs
+from pgrag.services.documents import DocumentRef
 from pgrag.store import documents as store
 from pgrag.store.documents import ChunkRow, DocumentFields
 
@@ -300,6 +301,13 @@ def _require_collection_in_scope(state: AppState, ctx: Context[Any, Any]) -> Non
         )
 
 
+async def _resolve_in_scope(state: AppState, ctx: Context[Any, Any], ref: str) -> DocumentRef:
+    """Find the document under row-level security, not only by the WHERE of the lookup: the
+    write itself runs on an unscoped connection (the scoped role cannot write)."""
+    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
+        return await docs.resolve(conn, ref, scope_of(ctx))
+
+
 async def _write(
     conn: psycopg.AsyncConnection,
     state: AppState,
@@ -473,74 +481,73 @@ def register(server: MCPServer[Any]) -> None:
         new_meta = check_metadata(patch.metadata) if patch.metadata is not None else None
         new_folder = clean_folder(patch.folder) if patch.folder is not None else None
         col = await Ingestor(state.pool, state.provider, collection=s.collection).collection()
-        async with state.pool.connection() as conn:
-            ref = await docs.resolve(conn, document_id, scope_of(ctx))
-            async with conn.transaction():
-                async with conn.cursor(row_factory=dict_row) as cur:
-                    await cur.execute(LOCK_SAVED_SQL, (ref.id,))
-                    row = await cur.fetchone()
-                if row is None:
-                    raise NotFound(f"document '{document_id}' was deleted meanwhile")
-                _require_saved(row["source"], ref)
-                if row["collection_id"] != col.id or col.set_id is None:
-                    raise Forbidden(
-                        "this saved document belongs to another collection than the server's "
-                        f"'{s.collection}': update it from a server configured for it"
-                    )
-                old_meta = row["metadata"] or {}
-                title = (patch.title or row["title"] or "").strip() or "note"
-                topic = (patch.topic or old_meta.get("topic") or title).strip()
-                sub = new_folder if new_folder is not None else old_meta.get("saved_folder", "")
-                source = (
-                    patch.source
-                    if patch.source is not None
-                    else (
-                        DocumentSource(**old_meta["source"])
-                        if isinstance(old_meta.get("source"), dict)
-                        else None
-                    )
+        ref = await _resolve_in_scope(state, ctx, document_id)
+        async with state.pool.connection() as conn, conn.transaction():
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(LOCK_SAVED_SQL, (ref.id,))
+                row = await cur.fetchone()
+            if row is None:
+                raise NotFound(f"document '{document_id}' was deleted meanwhile")
+            _require_saved(row["source"], ref)
+            if row["collection_id"] != col.id or col.set_id is None:
+                raise Forbidden(
+                    "this saved document belongs to another collection than the server's "
+                    f"'{s.collection}': update it from a server configured for it"
                 )
-                user = new_meta if new_meta is not None else old_meta.get("metadata") or {}
-                tags = clean_tags(patch.tags) if patch.tags is not None else list(row["tags"])
-                text = new_content
-                if text is None:
-                    text = await docs.extracted_text(conn, ref.id)
-                doc_uuid = uuid.UUID(ref.id)
-                path, doc_folder, name = paths_for(doc_uuid, title, sub)
-                parsed, chunks = await asyncio.to_thread(
-                    _prepare, text, title, s.chunk_tokens, s.chunk_overlap
+            old_meta = row["metadata"] or {}
+            title = (patch.title or row["title"] or "").strip() or "note"
+            topic = (patch.topic or old_meta.get("topic") or title).strip()
+            sub = new_folder if new_folder is not None else old_meta.get("saved_folder", "")
+            source = (
+                patch.source
+                if patch.source is not None
+                else (
+                    DocumentSource(**old_meta["source"])
+                    if isinstance(old_meta.get("source"), dict)
+                    else None
                 )
-                meta = _stored_meta(topic, source, sub, user)
-                fields = _fields(
-                    path=path,
-                    folder=doc_folder,
-                    name=name,
-                    content=text,
-                    title=title,
-                    parsed=parsed,
-                    created=row["created_at"] or datetime.now(UTC),
-                    meta=meta,
-                )
-                await conn.execute(
-                    MOVE_SQL,
-                    {
-                        "id": doc_uuid,
-                        "path": path,
-                        "folder": doc_folder,
-                        "name": name,
-                        "tags": tags,
-                    },
-                )
-                await _write(
-                    conn,
-                    state,
-                    doc_id=doc_uuid,
-                    collection_id=col.id,
-                    set_id=col.set_id,
-                    fields=fields,
-                    parsed=parsed,
-                    chunks=chunks,
-                )
+            )
+            user = new_meta if new_meta is not None else old_meta.get("metadata") or {}
+            tags = clean_tags(patch.tags) if patch.tags is not None else list(row["tags"])
+            text = new_content
+            if text is None:
+                text = await docs.extracted_text(conn, ref.id)
+            doc_uuid = uuid.UUID(ref.id)
+            path, doc_folder, name = paths_for(doc_uuid, title, sub)
+            parsed, chunks = await asyncio.to_thread(
+                _prepare, text, title, s.chunk_tokens, s.chunk_overlap
+            )
+            meta = _stored_meta(topic, source, sub, user)
+            fields = _fields(
+                path=path,
+                folder=doc_folder,
+                name=name,
+                content=text,
+                title=title,
+                parsed=parsed,
+                created=row["created_at"] or datetime.now(UTC),
+                meta=meta,
+            )
+            await conn.execute(
+                MOVE_SQL,
+                {
+                    "id": doc_uuid,
+                    "path": path,
+                    "folder": doc_folder,
+                    "name": name,
+                    "tags": tags,
+                },
+            )
+            await _write(
+                conn,
+                state,
+                doc_id=doc_uuid,
+                collection_id=col.id,
+                set_id=col.set_id,
+                fields=fields,
+                parsed=parsed,
+                chunks=chunks,
+            )
         return Envelope[UpdatedData](
             data=UpdatedData(updated=True, document_id=ref.id, path=path, chunks=len(chunks)),
             status=Status(message="DOCUMENT_UPDATED"),
@@ -559,14 +566,13 @@ def register(server: MCPServer[Any]) -> None:
         state = state_of(ctx)
         require_writable(state, ctx)
         _require_collection_in_scope(state, ctx)
-        async with state.pool.connection() as conn:
-            ref = await docs.resolve(conn, document_id, scope_of(ctx))
-            async with conn.transaction():
-                row = await (await conn.execute(LOCK_SAVED_SQL, (ref.id,))).fetchone()
-                if row is None:
-                    raise NotFound(f"document '{document_id}' was deleted meanwhile")
-                _require_saved(row[1], ref)
-                deleted = await (await conn.execute(DELETE_SQL, (ref.id,))).fetchone()
+        ref = await _resolve_in_scope(state, ctx, document_id)
+        async with state.pool.connection() as conn, conn.transaction():
+            row = await (await conn.execute(LOCK_SAVED_SQL, (ref.id,))).fetchone()
+            if row is None:
+                raise NotFound(f"document '{document_id}' was deleted meanwhile")
+            _require_saved(row[1], ref)
+            deleted = await (await conn.execute(DELETE_SQL, (ref.id,))).fetchone()
         return Envelope[DeletedData](
             data=DeletedData(deleted=deleted is not None, document_id=ref.id, path=ref.row["path"]),
             status=Status(message="DOCUMENT_DELETED"),
