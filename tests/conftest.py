@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -25,6 +26,17 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = str(_rt)
 
 from pgrag.db.database import prepare
+
+# property-based tests (test_fuzz.py, test_openapi_fuzz.py): HYPOTHESIS_PROFILE=nightly gives
+# 2,500 examples per property, well over 10,000 generated inputs across the suite
+for _name, _examples in (("ci", 40), ("nightly", 2500)):
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TEMPLATE_DB = "pgrag_test_template"
 _counter = itertools.count()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import string
 import subprocess
 import urllib.error
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -35,20 +34,6 @@ from pgrag.search.models import SearchRequest
 from pgrag.services.ranges import parse_cell_range, parse_number_list
 from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.servers import free_port, wait_http
-
-settings.register_profile(
-    "ci",
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-settings.register_profile(
-    "nightly",
-    max_examples=2500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 STABLE_CODES = {str(c) for c in ErrorCode}
 CODEC = ContinuationCodec(b"fuzz-secret")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -13,7 +15,8 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 
 from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
@@ -22,7 +25,7 @@ from pgrag.http.auth import BearerAuth, parse_api_keys
 from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
 from pgrag.mcp.server import SharedState, build_server, open_app_state
-from pgrag.search.models import SearchFilters, SearchRequest
+from pgrag.search.models import SearchData, SearchFilters, SearchRequest
 from pgrag.services import documents as docs
 from pgrag.services.status import status_report
 from pgrag.settings import Settings
@@ -41,6 +44,60 @@ HTTP_STATUS = {
     ErrorCode.INTERNAL: 500,
 }
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+class ErrorBody(BaseModel):
+    """Every REST error (SPEC §6, seed 000): a stable code an agent can act on."""
+
+    isError: Literal[True]
+    errorCode: ErrorCode | Literal["UNAUTHORIZED"]
+    errorMessage: str
+    errorDetails: dict[str, Any]
+    status: Literal["processing"] | None = None  # only with 202 PROCESSING
+
+
+class Continuation(BaseModel):
+    has_more: bool
+    token: str | None
+
+
+class SearchBody(SearchData):
+    continuation: Continuation
+
+
+class UploadAccepted(BaseModel):
+    status: Literal["pending"]
+    path: str
+    collection: str
+    status_url: str
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+
+
+_ERRORS: dict[int, str] = {
+    202: "PROCESSING: ingestion still running; retry after Retry-After seconds",
+    400: "INVALID_ARGUMENT: a parameter cannot be used (the message says which)",
+    401: "UNAUTHORIZED: API keys are configured and none or an unknown one was sent",
+    403: "FORBIDDEN: out of the key's collections, or writes on a read-only server",
+    404: "NOT_FOUND: no such document or collection (or not visible to this key)",
+    409: "CONTENT_UNAVAILABLE: ingestion of the document failed",
+    502: "UPSTREAM_ERROR: the embedding provider failed",
+    503: "DB_ERROR: the database is unavailable; retry after Retry-After seconds",
+    504: "TIMEOUT: the call took too long",
+}
+
+
+def _errors(*codes: int, plain_text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` for the error statuses a route can answer (always 400/401/503).
+    Errors are JSON even where the route's success is text/plain."""
+    if plain_text_route:
+        ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        return {c: {"description": _ERRORS[c], "content": ref} for c in sorted({401, *codes})}
+    return {
+        c: {"model": ErrorBody, "description": _ERRORS[c]} for c in sorted({400, 401, 503, *codes})
+    }
 
 
 def error_response(exc: PgragError) -> JSONResponse:
@@ -87,6 +144,20 @@ def create_app(
         description="REST API of pgrag; MCP is served at /mcp (Streamable HTTP) and /sse.",
     )
 
+    def openapi() -> dict[str, Any]:
+        """FastAPI's description minus the 422 it adds by itself: a request that fails
+        validation is answered 400 INVALID_ARGUMENT with the ErrorBody (see _validation)."""
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            for item in schema["paths"].values():
+                for operation in item.values():
+                    operation["responses"].pop("422", None)
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(unused, None)
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     def state() -> AppState:
         if shared.state is None:
             raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
@@ -95,6 +166,24 @@ def create_app(
     @app.exception_handler(PgragError)
     async def _pgrag_error(_: Request, exc: PgragError) -> JSONResponse:
         return error_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own errors (a malformed multipart body, no such route, a method the
+        route lacks) in the stable shape, with their status code and headers."""
+        if exc.status_code == 404:
+            error = PgragError(
+                f"no route {request.method} {request.url.path}: see /openapi.json",
+                code=ErrorCode.NOT_FOUND,
+            )
+        elif exc.status_code < 500:
+            error = InvalidArgument(str(exc.detail))
+        else:
+            error = PgragError(str(exc.detail), code=ErrorCode.INTERNAL)
+        response = error_response(error)
+        response.status_code = exc.status_code
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -127,7 +216,15 @@ def create_app(
         """Liveness: the process answers (never needs a key)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        response_model=Readiness,
+        responses={
+            401: {"model": ErrorBody, "description": _ERRORS[401]},
+            503: {"model": Readiness, "description": "the database does not answer"},
+        },
+    )
     async def readyz() -> JSONResponse:
         """Readiness: the database answers."""
         try:
@@ -139,12 +236,22 @@ def create_app(
             )
         return JSONResponse({"status": "ready"})
 
-    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=PlainTextResponse,
+        responses=_errors(plain_text_route=True),
+    )
     async def metrics_endpoint() -> Response:
         """Prometheus metrics: searches, tool calls, ingested documents, search latency."""
         return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
-    @app.get("/api/search", tags=["search"])
+    @app.get(
+        "/api/search",
+        tags=["search"],
+        response_model=None,
+        responses={200: {"model": SearchBody}, **_errors(403, 404, 502, 504)},
+    )
     async def api_search(
         q: Annotated[str, Query(min_length=1, max_length=4000)],
         mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
@@ -173,7 +280,7 @@ def create_app(
         body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
         return body
 
-    @app.get("/api/documents", tags=["documents"])
+    @app.get("/api/documents", tags=["documents"], responses=_errors())
     async def api_documents(
         folder: str | None = None,
         file_type: str | None = None,
@@ -194,7 +301,7 @@ def create_app(
             )
         return {"documents": [_jsonable(r) for r in rows], "offset": offset, "limit": limit}
 
-    @app.get("/api/documents/{document_id}", tags=["documents"])
+    @app.get("/api/documents/{document_id}", tags=["documents"], responses=_errors(404))
     async def api_document(document_id: str) -> dict[str, Any]:
         """A document's metadata and cached outline."""
         async with scoped_connection(state().pool, current_scope()) as conn:
@@ -208,7 +315,10 @@ def create_app(
         }
 
     @app.get(
-        "/api/documents/{document_id}/content", tags=["documents"], response_class=PlainTextResponse
+        "/api/documents/{document_id}/content",
+        tags=["documents"],
+        response_class=PlainTextResponse,
+        responses=_errors(202, 400, 404, 409, 503, plain_text_route=True),
     )
     async def api_document_content(document_id: str) -> Response:
         """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
@@ -218,24 +328,35 @@ def create_app(
             text = await docs.extracted_text(conn, doc.id)
         return PlainTextResponse(text)
 
-    @app.post("/api/documents", tags=["documents"], status_code=202)
+    @app.post(
+        "/api/documents",
+        tags=["documents"],
+        status_code=202,
+        responses={202: {"model": UploadAccepted}, **_errors(403)},
+    )
     async def api_upload(
-        file: Annotated[UploadFile, File()], collection: Annotated[str | None, Form()] = None
+        file: Annotated[UploadFile, File()],
+        collection: Annotated[str | None, Form(max_length=200)] = None,
     ) -> JSONResponse:
         """Upload a file to ingest: 202 with the URL to poll for its status."""
         st = state()
         _require_write(st.settings)
         col = collection or st.settings.collection
+        if "\x00" in col:
+            raise InvalidArgument("the collection name may not contain a NUL character")
         scope = current_scope()
         if scope is not None and col not in scope:
             raise Forbidden(f"this key may not write to collection '{col}'")
         name = Path(file.filename or "upload").name
         if not name or name.startswith("."):
             raise InvalidArgument("the upload needs a file name with an extension")
+        if "\x00" in name or len(name.encode()) > 255:
+            raise InvalidArgument("the file name must be at most 255 bytes, without NUL")
         data = await file.read(MAX_UPLOAD_BYTES + 1)
         if len(data) > MAX_UPLOAD_BYTES:
             raise InvalidArgument(f"file larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB")
-        root = st.settings.home / "uploads" / col
+        # the collection name is the client's: never a path (no "..", no absolute path)
+        root = st.settings.home / "uploads" / hashlib.sha256(col.encode()).hexdigest()[:16]
         root.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
         asyncio.get_running_loop().create_task(_ingest_upload(st, root, name, col))
@@ -244,12 +365,17 @@ def create_app(
                 "status": "pending",
                 "path": name,
                 "collection": col,
-                "status_url": f"/api/status?document={name}",
+                "status_url": "/api/status?" + urllib.parse.urlencode({"document": name}),
             },
             status_code=202,
         )
 
-    @app.delete("/api/documents/{document_id}", tags=["documents"], status_code=204)
+    @app.delete(
+        "/api/documents/{document_id}",
+        tags=["documents"],
+        status_code=204,
+        responses=_errors(403, 404),
+    )
     async def api_delete(document_id: str) -> Response:
         """Delete a document and everything derived from it."""
         st = state()
@@ -260,7 +386,7 @@ def create_app(
             await conn.execute("DELETE FROM pgrag.documents WHERE id = %s::uuid", (doc.id,))
         return Response(status_code=204)
 
-    @app.get("/api/status", tags=["ops"])
+    @app.get("/api/status", tags=["ops"], responses=_errors(404))
     async def api_status(document: str | None = None) -> dict[str, Any]:
         """Counts by status, or one document's status, progress and error."""
         async with scoped_connection(state().pool, current_scope()) as conn:
