@@ -1,5 +1,6 @@
 """Connections that can only see the caller's collections (row-level security, migration
-0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`."""
+0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`.
+Every request's statements read one snapshot (REPEATABLE READ), scoped or not."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from pgrag.errors import DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
 SET_ROLE_SQL = "SET LOCAL ROLE pgrag_scoped"
+# one snapshot for the whole request: a request of several statements (rank then fetch the
+# hits, resolve then read, text then chunks) must not see a version committed in between
+SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 SET_SCOPE_SQL = "SELECT set_config('pgrag.scope', %s, true)"
 CAN_SCOPE_SQL = (
     "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped')"
@@ -57,15 +61,16 @@ async def pooled_connection(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.
 async def scoped_connection(
     pool: AsyncConnectionPool, scope: list[str] | None
 ) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A pooled connection; with a scope, everything runs in one transaction under RLS."""
-    async with pooled_connection(pool) as conn:
+    """A pooled connection whose statements all run in one REPEATABLE READ transaction, so
+    they see one snapshot: the old version of a document or the new one, never parts of both,
+    and a document deleted meanwhile not at all. With a scope, under RLS too."""
+    async with pooled_connection(pool) as conn, conn.transaction():
         if scope is None:
-            yield conn
-            return
-        async with conn.transaction():
-            await conn.execute(SET_ROLE_SQL)
+            await conn.execute(SNAPSHOT_SQL)
+        else:
+            await conn.execute(f"{SNAPSHOT_SQL}; {SET_ROLE_SQL}")  # one round trip, no params
             await conn.execute(SET_SCOPE_SQL, ("|".join(scope),))
-            yield conn
+        yield conn
 
 
 async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:

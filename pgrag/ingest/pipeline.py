@@ -204,6 +204,7 @@ class Ingestor:
         )
 
         async def produce() -> None:
+            cancelled = False
             try:
                 for f in files:
                     try:
@@ -241,8 +242,14 @@ class Ingestor:
                         await queue.put(
                             (work, None, ParseError("CORRUPT_FILE", f"{type(exc).__name__}: {exc}"))
                         )
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
             finally:
-                await queue.put(None)
+                # the end mark for the consumer; only `_prepared` cancels us, once the consumer
+                # has gone (an error, a cancelled run): then the queue may stay full forever
+                if not cancelled:
+                    await queue.put(None)
 
         task = asyncio.create_task(produce())
         try:
@@ -294,7 +301,7 @@ class Ingestor:
                 )
                 return FileResult(rel, Outcome(status), error_code=str(exc.code), error=exc.message)
             assert col.set_id is not None
-            await store.write_version(
+            written = await store.write_version(
                 conn,
                 document_id=doc_id,
                 collection_id=col.id,
@@ -303,6 +310,14 @@ class Ingestor:
                 units=prepared.units,
                 chunks=prepared.chunks,
                 vectors=vectors,
+            )
+        if not written:
+            return FileResult(
+                rel,
+                Outcome.FAILED,
+                error_code="NOT_FOUND",
+                error="the document was deleted while it was being ingested; ingest the "
+                "file again to add it back",
             )
         return FileResult(rel, outcome, chunks=len(prepared.chunks), embedded=embedded)
 

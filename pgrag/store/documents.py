@@ -187,10 +187,13 @@ async def write_version(
     units: list[Unit],
     chunks: list[ChunkRow],
     vectors: np.ndarray,
-) -> None:
-    """Replace the document's units, chunks and embeddings in one transaction."""
+) -> bool:
+    """Replace the document's units, chunks and embeddings in one transaction. False, with
+    nothing written, when the document was deleted meanwhile (e.g. by the REST API while
+    its new version was being embedded)."""
     async with conn.transaction():
-        await conn.execute(LOCK_SQL, (document_id,))
+        if await (await conn.execute(LOCK_SQL, (document_id,))).fetchone() is None:
+            return False
         await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
         await conn.execute(DELETE_UNITS_SQL, (document_id,))
         unit_ids: list[int] = []
@@ -256,6 +259,7 @@ async def write_version(
                 "metadata": Jsonb(fields.metadata),
             },
         )
+    return True
 
 
 async def remove_missing(
