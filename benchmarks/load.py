@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -83,6 +84,38 @@ class RssSampler(threading.Thread):
             except psutil.Error:
                 return
             time.sleep(0.1)
+
+
+def postgres_cpu_s() -> float:
+    """CPU seconds of every `postgres` process on the machine (the benchmark's cluster, and
+    any other: run on an otherwise idle box)."""
+    total = 0.0
+    for p in psutil.process_iter(["name"]):
+        if (p.info["name"] or "").startswith("postgres"):
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+    return total
+
+
+def cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def measured(url: str, work: list[list[str]], server: psutil.Process) -> dict[str, Any]:
+    """One run, with the CPU it cost per search in the server, in this process (the MCP
+    clients) and in PostgreSQL: where two cores go."""
+    me = psutil.Process()
+    before = (cpu_s(server), cpu_s(me), postgres_cpu_s())
+    run = asyncio.run(drive(url, work))
+    after = (cpu_s(server), cpu_s(me), postgres_cpu_s())
+    n = max(run["searches"], 1)
+    run["cpu_ms_per_search"] = {
+        side: round((a - b) / n * 1000, 1)
+        for side, a, b in zip(("server", "clients", "postgres"), after, before, strict=True)
+    }
+    return run
 
 
 def start_server(dsn: str, port: int) -> subprocess.Popen[bytes]:
@@ -214,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             port = free_port()
             proc = start_server(dsn, port)
             sampler = RssSampler(proc.pid)
+            ps = psutil.Process(proc.pid)
             sampler.start()
             try:
                 url = f"http://127.0.0.1:{port}/mcp"
@@ -228,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                         asked = [q for w in work for q in w]
                         new = sum(1 for q in set(asked) if q not in seen)
                         seen.update(asked)
-                        run = {"phase": phase, "new_queries": new, **asyncio.run(drive(url, work))}
+                        run = {"phase": phase, "new_queries": new, **measured(url, work, ps)}
                         base = results["in_process"][phase]["latency_ms"]["p95"] or 1
                         run["p95_vs_in_process"] = round(run["latency_ms"]["p95"] / base, 2)
                         results["runs"].append(run)
