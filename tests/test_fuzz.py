@@ -7,17 +7,22 @@ Profiles: `ci` (default, a few hundred inputs in total) and `nightly`
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import json
+import os
 import string
 import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -36,6 +41,8 @@ from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.servers import free_port, wait_http
 
 STABLE_CODES = {str(c) for c in ErrorCode}
+CRASH = str(ErrorCode.INTERNAL)  # a stable code too, but it means an unhandled exception
+FUZZED_TOOLSETS = "core,write,graph,ldims,chart"
 CODEC = ContinuationCodec(b"fuzz-secret")
 _HOSTILE_ANY = st.one_of(
     st.text(),
@@ -154,6 +161,8 @@ def live(
         ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # every toolset that needs no outside service, writable: all their inputs get fuzzed
+        env={**os.environ, "PGRAG_TOOLSETS": FUZZED_TOOLSETS, "PGRAG_READ_ONLY": "false"},
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/readyz", timeout=90)
@@ -253,7 +262,73 @@ def test_the_search_tool_answers_every_input_with_an_envelope(
     env = result.structured_content
     assert env is not None and "ok" in env
     if not env["ok"]:
-        assert result.is_error and env["error"]["code"] in STABLE_CODES
+        assert result.is_error and env["error"]["code"] in STABLE_CODES - {CRASH}
+
+
+@pytest.fixture(scope="module")
+def session(live: str) -> Iterator[tuple[BlockingPortal, Any, dict[str, Any]]]:
+    """One MCP session for all examples (an event loop in a thread): thousands of calls
+    without a handshake each. Yields the portal, the client and the listed tools."""
+    from mcp import Client
+
+    with ExitStack() as stack:
+        portal = stack.enter_context(start_blocking_portal())
+        client = stack.enter_context(portal.wrap_async_context_manager(Client(live + "/mcp")))
+        tools = {t.name: t for t in portal.call(client.list_tools).tools}
+        yield portal, client, tools
+
+
+@functools.cache
+def toolset_tools(name: str) -> frozenset[str]:
+    """The tools a toolset registers (read from a throw-away server: metadata only)."""
+    from mcp.server import MCPServer
+
+    from pgrag.mcp.toolsets import MODULES
+
+    server: MCPServer[Any] = MCPServer("toolset-probe")
+    importlib.import_module(MODULES[name]).register(server)
+    return frozenset(t.name for t in asyncio.run(server.list_tools()))
+
+
+ANY_VALUE = st.recursive(
+    st.one_of(
+        HOSTILE,
+        st.integers(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False),
+        st.booleans(),
+        st.none(),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def test_every_fuzzed_toolset_is_listed(session: tuple[BlockingPortal, Any, dict]) -> None:
+    listed = set(session[2])
+    covered = set().union(*(toolset_tools(n) for n in FUZZED_TOOLSETS.split(",")))
+    assert listed == covered, sorted(listed ^ covered)
+
+
+@pytest.mark.parametrize("name", ["core", "write", "graph", "ldims", "chart"])
+@given(data=st.data())
+def test_every_tool_answers_any_arguments_with_an_envelope(
+    session: tuple[BlockingPortal, Any, dict], name: str, data: st.DataObject
+) -> None:
+    """Arguments named after the tool's input schema (plus unknown ones), with hostile
+    values of any type: an envelope comes back, ok or with a stable code, never a crash."""
+    portal, client, tools = session
+    listed = sorted(toolset_tools(name))
+    assert set(listed) <= set(tools), name
+    tool = data.draw(st.sampled_from(listed), label="tool")
+    props = [*sorted(tools[tool].input_schema.get("properties", {})), "unknown_argument"]
+    args = data.draw(st.dictionaries(st.sampled_from(props), ANY_VALUE, max_size=5), label="args")
+    result = portal.call(client.call_tool, tool, args)
+    env = result.structured_content
+    assert env is not None and "ok" in env, (tool, args, result)
+    if not env["ok"]:
+        assert result.is_error and env["error"]["code"] in STABLE_CODES - {CRASH}, (tool, env)
+    assert len(result.content[0].text.encode()) <= 200 * 1024
 
 
 def test_pgrag_error_codes_are_the_stable_set() -> None:
