@@ -311,8 +311,12 @@ def test_upload_poll_read_and_delete(writable: HttpServer) -> None:
         )
 
 
-def test_upload_needs_a_file_name(writable: HttpServer) -> None:
+def test_upload_needs_a_file_name_with_a_supported_extension(writable: HttpServer) -> None:
     with httpx2.Client(base_url=writable.base, timeout=60) as api:
         r = api.post("/api/documents", files={"file": (".hidden", b"x", "text/plain")})
         error_body(r, 400, "INVALID_ARGUMENT")
+        for name in ("notes", "setup.exe", "archive.tar.gz"):
+            r = api.post("/api/documents", files={"file": (name, b"x", "text/plain")})
+            body = error_body(r, 400, "INVALID_ARGUMENT")
+            assert "md" in body["errorDetails"]["supported"], body
         error_body(api.post("/api/documents"), 400, "INVALID_ARGUMENT")

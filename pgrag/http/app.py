@@ -22,6 +22,7 @@ from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
+from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
 from pgrag.mcp.server import SharedState, build_server, open_app_state
@@ -348,8 +349,14 @@ def create_app(
         if scope is not None and col not in scope:
             raise Forbidden(f"this key may not write to collection '{col}'")
         name = Path(file.filename or "upload").name
-        if not name or name.startswith("."):
-            raise InvalidArgument("the upload needs a file name with an extension")
+        ext = Path(name).suffix.lower().lstrip(".")
+        if not name or name.startswith(".") or ext not in SUPPORTED_EXTENSIONS:
+            # refused now rather than accepted and failed later: the client learns at once
+            raise InvalidArgument(
+                "the upload needs a file name with a supported extension: "
+                + ", ".join(sorted(SUPPORTED_EXTENSIONS)),
+                detail={"file_name": name, "supported": sorted(SUPPORTED_EXTENSIONS)},
+            )
         if "\x00" in name or len(name.encode()) > 255:
             raise InvalidArgument("the file name must be at most 255 bytes, without NUL")
         data = await file.read(MAX_UPLOAD_BYTES + 1)
