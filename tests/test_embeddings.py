@@ -194,3 +194,24 @@ async def test_local_model_gives_identical_vectors_from_concurrent_query_threads
         await provider.aclose()
     for got, want in zip(concurrent, one_by_one, strict=True):
         assert np.array_equal(got, want)
+
+
+async def test_a_long_query_is_read_up_to_the_model_window() -> None:
+    """A query beyond the window is cut to its start (as e5 reads 512 tokens), instead of
+    averaging windows: the vector stays about what the query starts with."""
+    from pgrag.embeddings.local import MAX_QUERY_TOKENS, clip_query, shared_model
+
+    start = " ".join([PGVECTOR_DOC] * 20)  # ~340 tokens about vector search
+    query = start + " " + " ".join([COOKING_DOC] * 120)  # then ~2,000 tokens about dough
+    model = shared_model()
+    clipped = clip_query(model, query)
+    assert clipped.startswith(start) and len(clipped) < len(query)
+    assert model.token_count(clipped) <= MAX_QUERY_TOKENS < model.token_count(clipped + " dough")
+    assert clip_query(model, "短い質問" * 50) == "短い質問" * 50  # short: untouched
+    provider = LocalE5Provider()
+    try:
+        docs = await provider.embed_passages([PGVECTOR_DOC, COOKING_DOC])
+        vec = await provider.embed_query(query)
+    finally:
+        await provider.aclose()
+    assert cosine(vec, docs[0]) > cosine(vec, docs[1])

