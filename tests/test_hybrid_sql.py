@@ -81,3 +81,24 @@ def test_weights_and_k_change_the_fusion(hand_dsn: str) -> None:
         ).fetchall()
     # no lexical leg: share 0, fused = semantic_weight * min-max cosine (rrf_k is for 'rrf')
     assert rows[0][0] == 2 and rows[0][1] == pytest.approx(2.0)
+
+
+def test_a_hyphenated_word_in_a_plain_query_is_or_ed_like_any_term(hand_dsn: str) -> None:
+    """'full-text' was a phrase that made the whole query need the compound (migration
+    0013): 'full-text ranks' must find chunk 1, which has 'full text' and 'ranks' but is not
+    the compound; a quoted phrase still needs its words adjacent."""
+    with psycopg.connect(hand_dsn) as conn:
+        tsq = conn.execute("SELECT pgrag.lexical_query('IL-1 state-of-the-art full-text')")
+        assert "<" not in tsq.fetchone()[0]
+        rows = conn.execute(
+            "SELECT c.ordinal, h.lexical_rank"
+            " FROM pgrag.hybrid_search('documents full-rank', NULL, 5) h"
+            " JOIN pgrag.chunks c ON c.id = h.chunk_id"
+        ).fetchall()
+        assert rows == [(1, 1)]
+        quoted = conn.execute(
+            "SELECT count(*) FROM pgrag.hybrid_search('\"search documents\"', NULL, 5)"
+        ).fetchone()[0]
+        assert quoted == 0  # 'search ranks documents': the phrase is not there
+        tsq = conn.execute("SELECT pgrag.lexical_query('\"full text\" IL-1')").fetchone()[0]
+        assert "<->" in tsq

@@ -648,6 +648,46 @@ async def test_malformed_json_rpc_over_raw_http(kb_http: HttpServer) -> None:
         assert _jsonrpc_reply(unknown)["error"]["code"] == -32601
 
 
+async def test_progress_notifications_reach_a_client_that_asks(client: Client) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    result = await client.call_tool(
+        "search", {"query": "Q1 budget", "limit": 3}, progress_callback=on_progress
+    )
+    assert envelope(result)["ok"]
+    assert [p for p, _, _ in seen] == [0, 2] and seen[-1][1] == 2, seen
+    assert seen[-1][2] and seen[-1][2].endswith("results"), seen
+
+
+async def test_http_answers_json_unless_progress_is_asked(kb_http: HttpServer) -> None:
+    """A call without a progress token gets one JSON body (no stream to run); with one, an
+    SSE stream whose progress events come before the result."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    args = {"name": "search", "arguments": {"query": "Q1 budget", "limit": 1}}
+    async with _http(FULL_KEY) as hc:
+        plain = await hc.post(kb_http.mcp_url, json={**call, "params": args}, headers=RAW_HEADERS)
+        assert plain.status_code == 200
+        assert plain.headers["content-type"].startswith("application/json")
+        assert plain.json()["result"]["structuredContent"]["ok"] is True
+        asked = {**args, "_meta": {"progressToken": "p-1"}}
+        streamed = await hc.post(
+            kb_http.mcp_url, json={**call, "params": asked}, headers=RAW_HEADERS
+        )
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        events = [
+            json.loads(line[5:])
+            for line in streamed.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
+        methods = [e.get("method") for e in events]
+        assert methods[:2] == ["notifications/progress"] * 2, events
+        assert events[0]["params"]["progressToken"] == "p-1"
+        assert events[-1]["id"] == 1 and events[-1]["result"]["structuredContent"]["ok"] is True
+
+
 def _jsonrpc_reply(r: httpx2.Response) -> dict[str, Any]:
     """A JSON body, or the first `data:` event of an SSE body."""
     if r.headers.get("content-type", "").startswith("text/event-stream"):

@@ -1,4 +1,5 @@
-"""One HTTP process: Streamable HTTP at /mcp (stateless), legacy SSE at /sse, the REST API
+"""One HTTP process: Streamable HTTP at /mcp (stateless; JSON bodies unless a call asks for
+progress, see mcp_mode.py), legacy SSE at /sse, the REST API
 (SPEC §6, seed 000's codes and error bodies), /healthz, /readyz and the OpenAPI description."""
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from fastapi import FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
 from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
+from pgrag.http.mcp_mode import ResponseModeRouter
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
@@ -115,6 +119,11 @@ def error_response(exc: PgragError) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _mcp_endpoint(mcp_app: Starlette) -> Any:
+    """The ASGI endpoint the SDK mounts at /mcp in its app."""
+    return next(r.endpoint for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp")
+
+
 def _read_only(settings: Settings) -> bool:
     return True if settings.read_only is None else settings.read_only
 
@@ -125,7 +134,13 @@ def create_app(
     shared = SharedState()
     keys = parse_api_keys(settings.api_keys)
     server = build_server(settings, shared=shared)
-    mcp_http = server.streamable_http_app(stateless_http=True, host=host)
+    stream_http = server.streamable_http_app(stateless_http=True, host=host)
+    stream_manager = server.session_manager
+    json_http = server.streamable_http_app(stateless_http=True, json_response=True, host=host)
+    json_manager = server.session_manager
+    mcp_route = Route(
+        "/mcp", ResponseModeRouter(_mcp_endpoint(json_http), _mcp_endpoint(stream_http))
+    )
     sse = server.sse_app(host=host)
 
     @contextlib.asynccontextmanager
@@ -134,7 +149,7 @@ def create_app(
             if any(k.collections is not None for k in keys):
                 await ensure_scoping_possible(state.pool)
             shared.state = state
-            async with server.session_manager.run():
+            async with stream_manager.run(), json_manager.run():
                 yield
             shared.state = None
 
@@ -414,7 +429,7 @@ def create_app(
                 )
             return _jsonable(await status_report(conn, None, current_scope()))
 
-    app.router.routes.extend(mcp_http.routes)
+    app.router.routes.append(mcp_route)
     app.router.routes.extend(sse.routes)
     app.add_middleware(BearerAuth, keys=keys)  # type: ignore[arg-type]
     return app

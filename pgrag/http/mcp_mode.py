@@ -1,0 +1,79 @@
+"""Streamable HTTP calls answered as one JSON body unless the caller asked for progress.
+
+Stateless Streamable HTTP may answer a POST with a JSON body or with an SSE stream. The
+stream costs the server a writer task and an event encoder per request, about a quarter of
+a search's server CPU (benchmarks/load.py), and carries nothing more unless the request
+holds a progress token: only then can anything (progress notifications) come before the
+result. So such requests go to the streaming transport and every other POST to the JSON
+one. Both are the SDK's own transports on the same server; this only picks one per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+# A JSON-RPC request asks for progress with params._meta.progressToken. Looking for the key
+# in the raw body may also match a query that merely contains the word; such a request is
+# then streamed, which is still a correct answer.
+PROGRESS_MARKER = b"progressToken"
+
+
+class ResponseModeRouter:
+    def __init__(
+        self,
+        json_app: ASGIApp,
+        stream_app: ASGIApp,
+        *,
+        max_peek_bytes: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
+    ) -> None:
+        self.json_app = json_app
+        self.stream_app = stream_app
+        self.max_peek_bytes = max_peek_bytes
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stream_app(scope, receive, send)
+            return
+        messages, body, complete = await _peek_body(receive, self.max_peek_bytes)
+        replay = _replaying(messages, receive)
+        # an unread (oversized or disconnected) body: the streaming app applies its limits
+        wants_stream = not complete or PROGRESS_MARKER in body
+        await (self.stream_app if wants_stream else self.json_app)(scope, replay, send)
+
+
+async def _peek_body(receive: Receive, limit: int) -> tuple[list[Message], bytes, bool]:
+    """The request's messages read so far, its body, and whether the body is whole."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages, b"", False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return messages, b"".join(chunks), True
+        if size > limit:
+            return messages, b"", False
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
