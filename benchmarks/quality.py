@@ -207,11 +207,12 @@ def print_set(name: str, out: dict[str, Any]) -> None:
         p95 = f"{lat['p95_ms']:8.2f}" if lat else f"{'-':>8}"
         print(f"   {mode:<14} {m['nDCG@10']:8.4f} {m['Recall@100']:7.4f} {p50} {p95}")
     e = out["end_to_end_hybrid"]
-    print(
-        f"   end to end (embed + hybrid SQL, 10 hits): p50 {e['total']['p50_ms']} ms, "
-        f"p95 {e['total']['p95_ms']} ms; model alone p50 {e['model']['p50_ms']} ms, "
-        f"p95 {e['model']['p95_ms']} ms"
-    )
+    if e["total"].get("p50_ms") is not None:  # --e2e-queries 0 times nothing
+        print(
+            f"   end to end (embed + hybrid SQL, 10 hits): p50 {e['total']['p50_ms']} ms, "
+            f"p95 {e['total']['p95_ms']} ms; model alone p50 {e['model']['p50_ms']} ms, "
+            f"p95 {e['model']['p95_ms']} ms"
+        )
     print("   ratios: " + ", ".join(f"{k} {v}" for k, v in out["ratios"].items()), flush=True)
 
 

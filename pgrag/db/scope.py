@@ -13,11 +13,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pgrag.errors import DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
-SET_ROLE_SQL = "SET LOCAL ROLE pgrag_scoped"
-# one snapshot for the whole request: a request of several statements (rank then fetch the
-# hits, resolve then read, text then chunks) must not see a version committed in between
-SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-SET_SCOPE_SQL = "SELECT set_config('pgrag.scope', %s, true)"
+# set_config('role', ..., true) is SET LOCAL ROLE: with the scope, one statement
+SET_SCOPE_SQL = (
+    "SELECT set_config('role', 'pgrag_scoped', true), set_config('pgrag.scope', %s, true)"
+)
 CAN_SCOPE_SQL = (
     "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped')"
     " AND pg_has_role(current_user, 'pgrag_scoped', 'MEMBER')"
@@ -58,17 +57,28 @@ async def pooled_connection(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.
 
 
 @contextlib.asynccontextmanager
+async def snapshot(conn: psycopg.AsyncConnection) -> AsyncIterator[None]:
+    """One REPEATABLE READ transaction: a request of several statements (rank then fetch the
+    hits, resolve then read, text then chunks) must not see a version committed in between.
+    Begun by a single `BEGIN ISOLATION LEVEL REPEATABLE READ` (no SET TRANSACTION trip)."""
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+    try:
+        async with conn.transaction():
+            yield
+    finally:
+        if not conn.closed:  # pooled connections begin at the default level otherwise
+            await conn.set_isolation_level(None)
+
+
+@contextlib.asynccontextmanager
 async def scoped_connection(
     pool: AsyncConnectionPool, scope: list[str] | None
 ) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A pooled connection whose statements all run in one REPEATABLE READ transaction, so
-    they see one snapshot: the old version of a document or the new one, never parts of both,
-    and a document deleted meanwhile not at all. With a scope, under RLS too."""
-    async with pooled_connection(pool) as conn, conn.transaction():
-        if scope is None:
-            await conn.execute(SNAPSHOT_SQL)
-        else:
-            await conn.execute(f"{SNAPSHOT_SQL}; {SET_ROLE_SQL}")  # one round trip, no params
+    """A pooled connection whose statements all run in one snapshot: the old version of a
+    document or the new one, never parts of both, and a document deleted meanwhile not at
+    all. With a scope, under RLS too (role pgrag_scoped for this transaction only)."""
+    async with pooled_connection(pool) as conn, snapshot(conn):
+        if scope is not None:
             await conn.execute(SET_SCOPE_SQL, ("|".join(scope),))
         yield conn
 

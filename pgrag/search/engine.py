@@ -3,7 +3,6 @@ and cuts the page to the token budget. Python never re-ranks: order comes from S
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -215,12 +214,9 @@ class SearchService:
     async def _lexical_usable(self, conn: psycopg.AsyncConnection, query: str) -> bool:
         if len(query.split()) > MAX_LEXICAL_WORDS:
             return False
-        # a scoped request runs in a transaction: a savepoint keeps it usable after an error
-        in_transaction = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-        try:
-            async with conn.transaction() if in_transaction else contextlib.nullcontext():
-                nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
-        except psycopg.Error:
+        try:  # a query the database cannot parse answers 0 there, without aborting the request
+            nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
+        except psycopg.DataError:  # refused before it was sent (a NUL character)
             return False
         return bool(nodes)
 

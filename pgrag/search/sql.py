@@ -44,7 +44,7 @@ ORDER BY d.n DESC, d.best_rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
 """
 
-LEXICAL_NODES_SQL = "SELECT numnode(pgrag.lexical_query(%s))"
+LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"  # 0 when unusable (0014_lexical_nodes.sql)
 
 COLLECTION_IDS_SQL = "SELECT id FROM pgrag.collections WHERE name = %s"
 
