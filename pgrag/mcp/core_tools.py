@@ -6,8 +6,6 @@ envelope; paging is by token budget with signed continuation tokens.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server import MCPServer
@@ -19,15 +17,9 @@ from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers.base import Unit
 from pgrag.ingest.parsers.docx import page_texts
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, AppState, enveloped, scope_of, state_of
-from pgrag.mcp.envelope import (
-    MAX_RESPONSE_TOKENS,
-    Continuation,
-    Envelope,
-    Status,
-    page_actions,
-    page_status,
-)
+from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, enveloped, scope_of, state_of
+from pgrag.mcp.envelope import Envelope
+from pgrag.mcp.paged import Page, PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import (
     ChunkItem,
     DocumentContentData,
@@ -44,7 +36,6 @@ from pgrag.mcp.schemas import (
     SlidesData,
     StatusData,
 )
-from pgrag.paging import fingerprint, fit_to_budget, item_tokens
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
 from pgrag.services import documents as docs
 from pgrag.services.ranges import parse_cell_range, parse_number_list
@@ -65,49 +56,15 @@ Token = Annotated[
 ]
 
 
-ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around the data (ids, actions, meta)
-
-
-def _json_tokens(value: Any) -> int:
-    """Tokens a value costs as it is sent: JSON-encoded (quotes, escapes, list commas)."""
-    return item_tokens(json.dumps(value, ensure_ascii=False))
-
-
 def _result(model: type[Any]) -> Any:
     return Annotated[CallToolResult, Envelope[model]]  # type: ignore[valid-type]
 
 
-async def _offset(state: AppState, tool: str, fp: str, token: str | None) -> int:
-    if not token:
-        return 0
-    return int(state.codec.decode(token, tool, fp).get("o", 0))
-
-
-def _page(
-    items: Sequence[T],
-    offset: int,
-    total: int,
-    max_tokens: int,
-    tool: str,
-    fp: str,
-    state: AppState,
-    measure: Callable[[T], int] = _json_tokens,
-) -> tuple[list[T], Continuation, Status, list[Any], int]:
-    """Cut `items` (which start at `offset` of `total`) to the budget; build paging fields.
-    The data never takes more than the response cap minus the envelope's reserve, so a page
-    is not cut by the cap (which would lose what the continuation then skips)."""
-    fit = fit_to_budget(items, min(max_tokens, MAX_RESPONSE_TOKENS - ENVELOPE_RESERVE), measure)
-    kept = list(items[: fit.count])
-    next_offset = offset + len(kept)
-    has_more = next_offset < total
-    token = state.codec.encode(tool, fp, {"o": next_offset}) if has_more else None
-    return (
-        kept,
-        Continuation(has_more=has_more, token=token),
-        page_status(has_more, fit.first_exceeded),
-        page_actions(token, max_tokens, fit.first_exceeded),
-        fit.tokens,
-    )
+async def _ready_document(conn: Any, ctx: Context[Any, Any], document_id: str) -> docs.DocumentRef:
+    """The document the caller names, visible under its scope and fully ingested."""
+    doc = await docs.resolve(conn, document_id, scope_of(ctx))
+    docs.require_ready(doc)
+    return doc
 
 
 def register(server: MCPServer[Any]) -> None:
@@ -163,13 +120,15 @@ def register(server: MCPServer[Any]) -> None:
         await ctx.report_progress(0, 2, message="searching")
         page = await state.search.search(req, collection_scope=scope_of(ctx), caller="mcp")
         await ctx.report_progress(2, 2, message=f"{len(page.data.results)} results")
-        status = page_status(page.has_more, page.first_exceeded, "SEARCH_COMPLETED")
-        return Envelope[SearchData](
-            data=page.data,
-            status=status,
-            continuation=Continuation(has_more=page.has_more, token=page.next_token),
-            actions=page_actions(page.next_token, max_tokens, page.first_exceeded),
+        cut = Page(
+            items=page.data.results,
+            tokens=page.data.token_count,
+            has_more=page.has_more,
+            token=page.next_token,
+            first_exceeded=page.first_exceeded,
+            max_tokens=max_tokens,
         )
+        return cut.envelope(page.data, "SEARCH_COMPLETED")
 
     @server.tool(annotations=READ_ONLY)
     @enveloped("list_folders")
@@ -195,17 +154,15 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(DocumentsData):  # type: ignore[valid-type]
         """List documents (name, document_id, type, status, modified) in a folder, paged by
         token budget. Use the document_id with the get_* tools."""
-        state = state_of(ctx)
-        fp = fingerprint(["list_documents", folder, file_type, status, scope_of(ctx)])
-        offset = await _offset(state, "list_documents", fp, continuation_token)
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
+        call = PagedCall.of(ctx, "list_documents", continuation_token, folder, file_type, status)
+        async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
             rows = await docs.list_documents(
                 conn,
                 scope_of(ctx),
                 folder=folder,
                 file_type=file_type,
                 status=status,
-                offset=offset,
+                offset=call.offset,
                 limit=201,
             )
         items = [
@@ -223,23 +180,8 @@ def register(server: MCPServer[Any]) -> None:
             )
             for r in rows[:200]
         ]
-        total = offset + len(rows)
-        kept, cont, st, actions, tokens = _page(
-            items,
-            offset,
-            total,
-            max_tokens,
-            "list_documents",
-            fp,
-            state,
-            lambda d: item_tokens(d.model_dump(mode="json")),
-        )
-        return Envelope[DocumentsData](
-            data=DocumentsData(documents=kept, token_count=tokens),
-            status=st,
-            continuation=cont,
-            actions=actions,
-        )
+        page = call.cut(items, call.offset + len(rows), max_tokens, model_tokens)
+        return page.envelope(DocumentsData(documents=page.items, token_count=page.tokens))
 
     @server.tool(annotations=READ_ONLY)
     @enveloped("get_document_outline")
@@ -251,8 +193,7 @@ def register(server: MCPServer[Any]) -> None:
         Instant (cached at ingestion). Use it to choose page/sheet/slide ranges."""
         state = state_of(ctx)
         async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-        docs.require_ready(doc)
+            doc = await _ready_document(conn, ctx, document_id)
         return Envelope[OutlineData](
             data=OutlineData(
                 document_id=doc.id,
@@ -278,10 +219,11 @@ def register(server: MCPServer[Any]) -> None:
         """A document's extracted text (format=raw), its indexed chunks with locations
         (format=chunks) or its metadata (format=metadata), paged by token budget. Best for
         txt, md, html, xml; use get_pages / get_sheet_data / get_slides for structured files."""
-        state = state_of(ctx)
-        fp = fingerprint(["get_document_data", document_id, format, section, scope_of(ctx)])
-        offset = await _offset(state, "get_document_data", fp, continuation_token)
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
+        call = PagedCall.of(
+            ctx, "get_document_data", continuation_token, document_id, format, section
+        )
+        offset = call.offset
+        async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
             doc = await docs.resolve(conn, document_id, scope_of(ctx))
             if format == "metadata":
                 return Envelope[DocumentContentData](
@@ -313,23 +255,14 @@ def register(server: MCPServer[Any]) -> None:
                     )
                     for r in rows[:200]
                 ]
-                kept, cont, st, actions, tokens = _page(
-                    items,
-                    offset,
-                    offset + len(rows),
-                    max_tokens,
-                    "get_document_data",
-                    fp,
-                    state,
-                    lambda c: item_tokens(c.model_dump(mode="json")),
-                )
-                return Envelope[DocumentContentData](
-                    data=DocumentContentData(
-                        document_id=doc.id, format=format, chunks=kept, token_count=tokens
-                    ),
-                    status=st,
-                    continuation=cont,
-                    actions=actions,
+                page = call.cut(items, offset + len(rows), max_tokens, model_tokens)
+                return page.envelope(
+                    DocumentContentData(
+                        document_id=doc.id,
+                        format=format,
+                        chunks=page.items,
+                        token_count=page.tokens,
+                    )
                 )
             units = await docs.units(conn, doc.id)
         if section is not None:
@@ -342,20 +275,15 @@ def register(server: MCPServer[Any]) -> None:
                     detail={"field": "section"},
                 )
         texts = [u["body"] for u in units]
-        kept, cont, st, actions, tokens = _page(
-            texts[offset:], offset, len(texts), max_tokens, "get_document_data", fp, state
-        )
-        return Envelope[DocumentContentData](
-            data=DocumentContentData(
+        text_page = call.cut(texts[offset:], len(texts), max_tokens)
+        return text_page.envelope(
+            DocumentContentData(
                 document_id=doc.id,
                 format=format,
-                content="\n\n".join(kept),
+                content="\n\n".join(text_page.items),
                 section=section,
-                token_count=tokens,
-            ),
-            status=st,
-            continuation=cont,
-            actions=actions,
+                token_count=text_page.tokens,
+            )
         )
 
     @server.tool(annotations=READ_ONLY)
@@ -371,37 +299,24 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(PagesData):  # type: ignore[valid-type]
         """Page-by-page text of a paginated document (pdf, docx, txt), e.g. the pages a
         bookmark or a search hit points to. Paged by token budget."""
-        state = state_of(ctx)
-        fp = fingerprint(["get_pages", document_id, page_range, scope_of(ctx)])
-        offset = await _offset(state, "get_pages", fp, continuation_token)
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-            docs.require_ready(doc)
+        call = PagedCall.of(ctx, "get_pages", continuation_token, document_id, page_range)
+        async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
+            doc = await _ready_document(conn, ctx, document_id)
             pages = await _pages_of(conn, doc)
         numbers = parse_number_list(page_range, "page_range", max((p for p, _ in pages), default=0))
         wanted = [PageItem(page_number=p, content=t) for p, t in pages if p in set(numbers)]
-        kept, cont, st, actions, tokens = _page(
-            wanted[offset:],
-            offset,
-            len(wanted),
-            max_tokens,
-            "get_pages",
-            fp,
-            state,
-            lambda p: _json_tokens(p.content),
+        page = call.cut(
+            wanted[call.offset :], len(wanted), max_tokens, lambda p: json_tokens(p.content)
         )
         outline = doc.row["outline"] or {}
-        return Envelope[PagesData](
-            data=PagesData(
+        return page.envelope(
+            PagesData(
                 document_id=doc.id,
-                pages=kept,
+                pages=page.items,
                 total_pages=len(pages),
                 pages_estimated=bool(outline.get("pages_estimated")),
-                token_count=tokens,
-            ),
-            status=st,
-            continuation=cont,
-            actions=actions,
+                token_count=page.tokens,
+            )
         )
 
     @server.tool(annotations=READ_ONLY)
@@ -420,13 +335,12 @@ def register(server: MCPServer[Any]) -> None:
     ) -> _result(SheetData):  # type: ignore[valid-type]
         """Rows of a spreadsheet (xlsx, xls, ods, csv) as displayed, with the header row,
         optionally limited to a sheet and an A1 cell range; paged by token budget."""
-        state = state_of(ctx)
-        fp = fingerprint(["get_sheet_data", document_id, sheet_name, cell_range, scope_of(ctx)])
-        offset = await _offset(state, "get_sheet_data", fp, continuation_token)
+        call = PagedCall.of(
+            ctx, "get_sheet_data", continuation_token, document_id, sheet_name, cell_range
+        )
         bounds = parse_cell_range(cell_range)
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-            docs.require_ready(doc)
+        async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
+            doc = await _ready_document(conn, ctx, document_id)
             sheets = await docs.units(conn, doc.id, kind="sheet")
             if not sheets:
                 raise InvalidArgument(
@@ -455,38 +369,26 @@ def register(server: MCPServer[Any]) -> None:
             header_row = 1
             first = max(min_row, 2) if bounds is None else min_row
             last = min(max_row or total_rows, total_rows)
-            start = first + offset
+            start = first + call.offset
             rows = await docs.sheet_rows(conn, sheet["id"], start, min(last, start + 2000))
             header = await docs.sheet_rows(conn, sheet["id"], header_row, header_row)
         cut = slice(min_col - 1, max_col)
         headers = header[0][1][cut] if header else []
         body = [cells[cut] for _, cells in rows]
         remaining = max(0, last - first + 1)
-        kept, cont, st, actions, tokens = _page(
-            body,
-            offset,
-            remaining,
-            max_tokens,
-            "get_sheet_data",
-            fp,
-            state,
-            lambda r: _json_tokens(r) + 1,
-        )
-        return Envelope[SheetData](
-            data=SheetData(
+        page = call.cut(body, remaining, max_tokens, lambda r: json_tokens(r) + 1)
+        return page.envelope(
+            SheetData(
                 document_id=doc.id,
                 sheet_name=sheet["title"],
                 headers=headers,
-                rows=kept,
+                rows=page.items,
                 first_row=start,
                 total_rows=total_rows,
                 columns=columns,
                 available_sheets=names,
-                token_count=tokens,
-            ),
-            status=st,
-            continuation=cont,
-            actions=actions,
+                token_count=page.tokens,
+            )
         )
 
     @server.tool(annotations=READ_ONLY)
@@ -501,12 +403,9 @@ def register(server: MCPServer[Any]) -> None:
         continuation_token: Token = None,
     ) -> _result(SlidesData):  # type: ignore[valid-type]
         """Slides of a presentation (pptx, odp, ppt): number, title, text and speaker notes."""
-        state = state_of(ctx)
-        fp = fingerprint(["get_slides", document_id, slide_numbers, scope_of(ctx)])
-        offset = await _offset(state, "get_slides", fp, continuation_token)
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-            docs.require_ready(doc)
+        call = PagedCall.of(ctx, "get_slides", continuation_token, document_id, slide_numbers)
+        async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
+            doc = await _ready_document(conn, ctx, document_id)
             counts = await docs.unit_counts(conn, doc.id)
             total = counts.get("slide", 0)
             if not total:
@@ -525,23 +424,11 @@ def register(server: MCPServer[Any]) -> None:
             )
             for r in rows
         ]
-        kept, cont, st, actions, tokens = _page(
-            items[offset:],
-            offset,
-            len(items),
-            max_tokens,
-            "get_slides",
-            fp,
-            state,
-            lambda s: item_tokens(s.model_dump(mode="json")),
-        )
-        return Envelope[SlidesData](
-            data=SlidesData(
-                document_id=doc.id, slides=kept, total_slides=total, token_count=tokens
-            ),
-            status=st,
-            continuation=cont,
-            actions=actions,
+        page = call.cut(items[call.offset :], len(items), max_tokens, model_tokens)
+        return page.envelope(
+            SlidesData(
+                document_id=doc.id, slides=page.items, total_slides=total, token_count=page.tokens
+            )
         )
 
     @server.tool(annotations=READ_ONLY)

@@ -1,0 +1,92 @@
+"""A paged tool call: which page a continuation token asks for, the cut of the items to the
+token budget, and the envelope's paging fields (status, continuation, actions)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel
+
+from pgrag.mcp.app_state import AppState, scope_of, state_of
+from pgrag.mcp.envelope import (
+    MAX_RESPONSE_TOKENS,
+    Continuation,
+    Envelope,
+    page_actions,
+    page_status,
+)
+from pgrag.paging import fingerprint, fit_to_budget, item_tokens
+
+T = TypeVar("T")
+D = TypeVar("D", bound=BaseModel)
+
+ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around the data (ids, actions, meta)
+
+
+def json_tokens(value: Any) -> int:
+    """Tokens a value costs as it is sent: JSON-encoded (quotes, escapes, list commas)."""
+    return item_tokens(json.dumps(value, ensure_ascii=False))
+
+
+def model_tokens(model: BaseModel) -> int:
+    return item_tokens(model.model_dump(mode="json"))
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    tokens: int
+    has_more: bool
+    token: str | None
+    first_exceeded: bool
+    max_tokens: int
+
+    def envelope(self, data: D, done_message: str = "SUCCESS") -> Envelope[D]:
+        return Envelope[type(data)](  # type: ignore[misc]
+            data=data,
+            status=page_status(self.has_more, self.first_exceeded, done_message),
+            continuation=Continuation(has_more=self.has_more, token=self.token),
+            actions=page_actions(self.token, self.max_tokens, self.first_exceeded),
+        )
+
+
+@dataclass(frozen=True)
+class PagedCall:
+    """The continuation token is bound to the tool, its arguments and the key's scope (the
+    fingerprint), so a token only continues the request that produced it."""
+
+    state: AppState
+    tool: str
+    fp: str
+    offset: int
+
+    @classmethod
+    def of(cls, ctx: Context[Any, Any], tool: str, token: str | None, *request: Any) -> PagedCall:
+        state = state_of(ctx)
+        fp = fingerprint([tool, *request, scope_of(ctx)])
+        offset = int(state.codec.decode(token, tool, fp).get("o", 0)) if token else 0
+        return cls(state, tool, fp, offset)
+
+    def cut(
+        self,
+        items: Sequence[T],
+        total: int,
+        max_tokens: int,
+        measure: Callable[[T], int] = json_tokens,
+    ) -> Page[T]:
+        """Cut `items` (which start at this call's offset of `total`) to the budget. The data
+        never takes more than the response cap minus the envelope's reserve, so a page is
+        not cut by the cap (which would lose what the continuation then skips)."""
+        budget = min(max_tokens, MAX_RESPONSE_TOKENS - ENVELOPE_RESERVE)
+        fit = fit_to_budget(items, budget, measure)
+        kept = list(items[: fit.count])
+        next_offset = self.offset + len(kept)
+        has_more = next_offset < total
+        token = (
+            self.state.codec.encode(self.tool, self.fp, {"o": next_offset}) if has_more else None
+        )
+        return Page(kept, fit.tokens, has_more, token, fit.first_exceeded, max_tokens)
