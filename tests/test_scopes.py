@@ -94,3 +94,39 @@ async def test_search_under_a_scope_returns_only_that_collection(two_collections
     assert {h.path for h in scoped.data.results} <= {"beta.md", "beta.csv"}
     assert "beta.md" in {h.path for h in scoped.data.results}
     assert {"alpha.md", "beta.md"} <= {h.path for h in unscoped.data.results}
+
+
+LEXICAL_SQL = (
+    "SELECT c.content FROM pgrag.lexical_candidates(%s) l JOIN pgrag.chunks c ON c.id = l.chunk_id"
+)
+DIRECT_SQL = (
+    "SELECT count(*) FROM pgrag.lexical_candidates_in(%s, 100, NULL, '{}', 0.9, 0.4, 1000, 150,"
+    " NULL)"
+)
+
+
+async def test_the_lexical_leg_keeps_the_scope_while_it_runs_as_owner(
+    two_collections: str,
+) -> None:
+    """BM25 runs SECURITY DEFINER (migration 0015: RLS would make every text match a full
+    scan) and restricts rows itself to the collections the caller's RLS lets it read. With no
+    collection filter at all, a scoped call still gets only its own chunks; the inner
+    function called directly under the scoped role with no restriction gets nothing."""
+    async with open_database(load_settings(), dsn=two_collections) as db:
+        async with scoped_connection(db.pool, None) as conn:
+            everything = [
+                r[0] for r in await (await conn.execute(LEXICAL_SQL, ("secret",))).fetchall()
+            ]
+            readable = (
+                await (await conn.execute("SELECT pgrag.readable_collections()")).fetchone()
+            )[0]
+        async with scoped_connection(db.pool, ["beta"]) as conn:
+            scoped = [r[0] for r in await (await conn.execute(LEXICAL_SQL, ("secret",))).fetchall()]
+            direct = (await (await conn.execute(DIRECT_SQL, ("secret",))).fetchone())[0]
+            ids = (await (await conn.execute("SELECT pgrag.readable_collections()")).fetchone())[0]
+        async with scoped_connection(db.pool, ["no-such-collection"]) as conn:
+            none = await (await conn.execute(LEXICAL_SQL, ("secret",))).fetchall()
+    assert readable is None  # the owner: every collection
+    assert any("alpha" in t for t in everything) and any("beta" in t for t in everything)
+    assert scoped and all("beta" in t and "alpha" not in t for t in scoped)
+    assert len(ids) == 1 and direct == 0 and none == []
