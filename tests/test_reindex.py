@@ -193,6 +193,37 @@ async def test_the_switch_waits_for_a_document_write_and_embeds_it(
         assert "a late chunk about tides" in provider.texts
 
 
+async def test_an_ingester_still_on_the_old_model_writes_nothing_after_the_switch(
+    dsn: str, tmp_path: Path
+) -> None:
+    """An ingestion that embedded a file with the old model before a reindex switched the
+    collection must not write it into the retired set (invisible to searches): the file ends
+    pending with a clear error, nothing of it is written, and every chunk of the collection
+    has a vector in the active set."""
+    folder = write_notes(tmp_path / "kb", NOTES)
+    async with collection_c(dsn, folder) as pool:
+        write_notes(folder, dict([EXTRA]))
+        old_model = ScriptedEmbedder("hash/384", pause_at=1)
+        ingesting = asyncio.create_task(Ingestor(pool, old_model, collection="c").run([folder]))
+        await asyncio.wait_for(old_model.paused.wait(), 60)  # the new file is being embedded
+        result = await reindex(pool, "c", ScriptedEmbedder("hash/128"))
+        assert result.switched
+        old_model.resume.set()
+        summary = await asyncio.wait_for(ingesting, 120)
+
+        failed = [r for r in summary.results if r.path == EXTRA[0]]
+        assert failed and failed[0].outcome == "pending", summary.results
+        assert "reindexed" in (failed[0].error or "") and "hash/384" in (failed[0].error or "")
+        status = await fetch(
+            pool, "SELECT status, error_detail FROM pgrag.documents WHERE name = %s", (EXTRA[0],)
+        )
+        assert status[0][0] == "pending" and "reindexed" in status[0][1]
+        contents = [c[2] for c in await fetch(pool, CHUNKS_SQL)]
+        assert not any(EXTRA[1] in c for c in contents)
+        chunk_count = len(contents)
+        assert await fetch(pool, SET_ROWS_SQL, (result.set_id,)) == [(chunk_count, chunk_count)]
+
+
 async def test_an_interrupted_reindex_resumes_where_it_stopped(dsn: str, tmp_path: Path) -> None:
     async with collection_c(dsn, write_notes(tmp_path / "kb", NOTES)) as pool:
         old_set = (await fetch(pool, ACTIVE_SQL))[0][1]

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag import metrics
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
-from pgrag.errors import PgragError, UpstreamError
+from pgrag.errors import ErrorCode, PgragError, UpstreamError
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
@@ -301,16 +301,35 @@ class Ingestor:
                 )
                 return FileResult(rel, Outcome(status), error_code=str(exc.code), error=exc.message)
             assert col.set_id is not None
-            written = await store.write_version(
-                conn,
-                document_id=doc_id,
-                collection_id=col.id,
-                set_id=col.set_id,
-                fields=prepared.fields,
-                units=prepared.units,
-                chunks=prepared.chunks,
-                vectors=vectors,
-            )
+            try:
+                written = await store.write_version(
+                    conn,
+                    document_id=doc_id,
+                    collection_id=col.id,
+                    set_id=col.set_id,
+                    fields=prepared.fields,
+                    units=prepared.units,
+                    chunks=prepared.chunks,
+                    vectors=vectors,
+                )
+            except store.EmbeddingSetChanged:
+                message = (
+                    f"the collection '{col.name}' was reindexed to another embedding model "
+                    f"while this file was embedded with {self.provider.model}: nothing was "
+                    "written; ingest again with the collection's current model"
+                )
+                await store.mark_failed(
+                    conn,
+                    doc_id,
+                    status="pending",
+                    code=str(ErrorCode.INVALID_ARGUMENT),
+                    detail=message,
+                    content_hash=None,
+                    size=work.size,
+                )
+                return FileResult(
+                    rel, Outcome.PENDING, error_code=str(ErrorCode.INVALID_ARGUMENT), error=message
+                )
         if not written:
             return FileResult(
                 rel,

@@ -11,6 +11,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
+from pgrag.errors import ErrorCode, PgragError
 from pgrag.ingest.chunking import ChunkDraft
 from pgrag.ingest.parsers.base import Unit
 
@@ -76,6 +77,26 @@ UPDATE pgrag.documents
 """
 
 LOCK_SQL = "SELECT id FROM pgrag.documents WHERE id = %s FOR UPDATE"
+# Key share on the collection row: a reindex switch (FOR UPDATE) waits for this write and
+# embeds its chunks into the new set, or has already switched and this write sees it.
+ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR KEY SHARE"
+
+
+class EmbeddingSetChanged(PgragError):
+    """The collection switched to another embedding set (a reindex) after this version was
+    embedded: its vectors belong to a set searches no longer use."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+    def __init__(self, active_set_id: int | None) -> None:
+        super().__init__(
+            "the collection was reindexed to another embedding model while this document was "
+            "being embedded: nothing was written; retry with the collection's current model",
+            detail={"active_set_id": active_set_id},
+        )
+        self.active_set_id = active_set_id
+
+
 DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE document_id = %s"
 DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE document_id = %s"
 
@@ -190,10 +211,14 @@ async def write_version(
 ) -> bool:
     """Replace the document's units, chunks and embeddings in one transaction. False, with
     nothing written, when the document was deleted meanwhile (e.g. by the REST API while
-    its new version was being embedded)."""
+    its new version was being embedded); EmbeddingSetChanged, with nothing written, when a
+    reindex switched the collection to another model meanwhile."""
     async with conn.transaction():
         if await (await conn.execute(LOCK_SQL, (document_id,))).fetchone() is None:
             return False
+        active = (await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone())[0]
+        if active != set_id:
+            raise EmbeddingSetChanged(active)
         await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
         await conn.execute(DELETE_UNITS_SQL, (document_id,))
         unit_ids: list[int] = []
