@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pgrag.errors import InvalidArgument
-from pgrag.tokens import count_tokens
+from pgrag.tokens import count_json_tokens, count_tokens
 
 T = TypeVar("T")
 
@@ -81,8 +81,9 @@ class ContinuationCodec:
 
 def item_tokens(item: Any) -> int:
     """Tokens an item costs in the JSON an agent reads."""
-    text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False, default=str)
-    return count_tokens(text)
+    if isinstance(item, str):
+        return count_tokens(item)
+    return count_json_tokens(json.dumps(item, ensure_ascii=False, default=str))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import click
@@ -32,8 +33,20 @@ def serve(
     if transport == "stdio":
         from pgrag.mcp.server import build_server
 
-        build_server(settings, watch=list(watch)).run()
+        server = build_server(settings, watch=list(watch))
+        _settle_heap()
+        server.run()
         return
-    from pgrag.http.app import run_http
+    from pgrag.http.app import create_app, run_http
 
-    run_http(settings, host=host, port=port, watch=list(watch))
+    app = create_app(settings, host=host, watch=list(watch))
+    _settle_heap()
+    run_http(app, settings, host=host, port=port)
+
+
+def _settle_heap() -> None:
+    """What exists before serving (modules, schemas, the app) lives as long as the process:
+    frozen out of the collector's generations, it is not walked again by every full
+    collection a request's garbage triggers (~6 % of the server's CPU per search before)."""
+    gc.collect()
+    gc.freeze()

@@ -472,11 +472,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def run_http(settings: Settings, *, host: str, port: int, watch: list[Path] | None = None) -> None:
+def run_http(app: FastAPI, settings: Settings, *, host: str, port: int) -> None:
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    app = create_app(settings, host=host, watch=watch)
     uvicorn.run(
         app,
         host=host,

@@ -16,7 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from pgrag.errors import ErrorCode, PgragError
-from pgrag.tokens import count_tokens
+from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
 
@@ -111,13 +111,13 @@ def to_result(envelope: Envelope[Any], started: float) -> CallToolResult:
     envelope.meta.took_ms = round((time.perf_counter() - started) * 1000, 2)
     payload = envelope.model_dump(mode="json")
     text = json.dumps(payload, ensure_ascii=False)
-    tokens = count_tokens(text)
+    tokens = count_json_tokens(text)
     limit = 20_000
     while (tokens > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES) and limit > 200:
         payload = _shrink(payload, limit)
         payload["meta"]["truncated"] = True
         text = json.dumps(payload, ensure_ascii=False)
-        tokens = count_tokens(text)
+        tokens = count_json_tokens(text)
         limit //= 2
     payload["meta"]["token_count"] = tokens
     text = json.dumps(payload, ensure_ascii=False)

@@ -20,6 +20,7 @@ from pgrag.mcp.envelope import (
     page_status,
 )
 from pgrag.paging import fingerprint, fit_to_budget, item_tokens
+from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
 D = TypeVar("D", bound=BaseModel)
@@ -29,7 +30,7 @@ ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around the data (ids, ac
 
 def json_tokens(value: Any) -> int:
     """Tokens a value costs as it is sent: JSON-encoded (quotes, escapes, list commas)."""
-    return item_tokens(json.dumps(value, ensure_ascii=False))
+    return count_json_tokens(json.dumps(value, ensure_ascii=False))
 
 
 def model_tokens(model: BaseModel) -> int:

@@ -45,7 +45,7 @@ from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.metrics import count_tool_call
 from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
 from pgrag.services import documents as docs
-from pgrag.tokens import count_tokens
+from pgrag.tokens import count_json_tokens
 
 RESPONSE_TOKEN_BUDGET = 20_000
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -65,7 +65,7 @@ def compat_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToo
     text = json.dumps(payload, ensure_ascii=False)
     limit = 20_000
     while (
-        count_tokens(text) > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES
+        count_json_tokens(text) > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES
     ) and limit > 200:
         payload = _shrink(payload, limit)
         text = json.dumps(payload, ensure_ascii=False)
