@@ -16,7 +16,7 @@ import pytest
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor, IngestSummary, Outcome
-from pgrag.ingest.watch import DEBOUNCE_MS, watch_and_ingest
+from pgrag.ingest.watch import DEBOUNCE_MS, WAKE_MS, watch_and_ingest
 from pgrag.settings import load_settings
 
 pytestmark = pytest.mark.anyio
@@ -83,8 +83,12 @@ def anyio_fail_after(seconds: float, what: str) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def watching(dsn: str, folder: Path) -> AsyncIterator[Watcher]:
-    """Run the watcher for the duration of the block, then stop it with its stop event."""
+async def watching(
+    dsn: str, folder: Path, pause: float = WAKE_MS / 1000 + 0.5
+) -> AsyncIterator[Watcher]:
+    """Run the watcher for the duration of the block, then stop it with its stop event.
+    After `pause` its first scan (once the OS watch exists, <= WAKE_MS) is done: the test's
+    changes arrive as events."""
     watcher = Watcher(dsn, folder)
     stop = asyncio.Event()
     async with open_database(load_settings(embedding_model=HASH), dsn=dsn, max_size=4) as db:
@@ -95,7 +99,7 @@ async def watching(dsn: str, folder: Path) -> AsyncIterator[Watcher]:
                 ingestor, [folder], on_summary=watcher.summaries.append, stop_event=stop
             )
         )
-        await asyncio.sleep(0.5)  # let the OS watch be set up before the first change
+        await asyncio.sleep(pause)
         try:
             yield watcher
         finally:
@@ -126,6 +130,21 @@ async def test_watch_follows_create_edit_rename_and_delete(dsn: str, tmp_path: P
         await w.until_gone("archive/memo-2024.md")
         assert await w.rows("SELECT count(*) FROM pgrag.chunks") == [(0,)]
         assert Outcome.REMOVED in w.outcomes("archive/memo-2024.md")
+
+
+async def test_a_file_written_before_the_watch_is_in_place_is_not_missed(
+    dsn: str, tmp_path: Path
+) -> None:
+    """`serve --watch` and `ingest --watch` ingest first, then watch: a file written in
+    between raises no event the watcher could see; its first scan finds it."""
+    folder = tmp_path / "watched"
+    folder.mkdir()
+    (folder / "early.txt").write_text("Written before watching.", encoding="utf-8")
+    async with watching(dsn, folder, pause=0) as w:
+        await w.until_ready("early.txt", "Written before watching.")
+        (folder / "late.txt").write_text("Written later.", encoding="utf-8")
+        await w.until_ready("late.txt", "Written later.")
+        assert w.outcomes("early.txt") == [Outcome.ADDED]
 
 
 async def test_watch_skips_ignored_files(dsn: str, tmp_path: Path) -> None:

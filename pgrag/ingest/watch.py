@@ -14,6 +14,7 @@ from pgrag.ingest.pipeline import FileResult, Ingestor, IngestSummary, Outcome
 from pgrag.ingest.walker import FoundFile, ignore_spec, walk_under
 
 DEBOUNCE_MS = 800  # a file still being written settles before we read it
+WAKE_MS = 1000  # the watcher reports in at least this often (the first time: it is ready)
 SETTLE_LIMIT_S = 60.0  # a file that never stops growing is read after this long anyway
 
 
@@ -24,11 +25,28 @@ async def watch_and_ingest(
     on_summary: Callable[[IngestSummary], None] | None = None,
     stop_event: object | None = None,
 ) -> None:
+    """Follow changes under targets until stop_event. Starts with one full scan once the OS
+    watch is in place (unchanged files cost a hash), so a change made after the caller's
+    own initial ingest but before the watch existed is not lost."""
     roots = [t.expanduser().resolve() for t in targets]
     roots = [r if r.is_dir() else r.parent for r in roots]
     specs = {r: ignore_spec(r) for r in roots}
-    async for changes in awatch(*roots, debounce=DEBOUNCE_MS, step=100, stop_event=stop_event):  # type: ignore[arg-type]
-        for root in roots:
+    scanned = False
+    async for changes in awatch(
+        *roots,
+        debounce=DEBOUNCE_MS,
+        step=100,
+        stop_event=stop_event,  # type: ignore[arg-type]
+        rust_timeout=WAKE_MS,
+        yield_on_timeout=True,
+    ):
+        if not scanned:  # the OS watch is in place now: what changed before it is found here
+            scanned = True  # (and this first batch too: the scan reads the disk after it)
+            caught = await ingestor.run(targets)
+            if on_summary and any(r.outcome != Outcome.UNCHANGED for r in caught.results):
+                on_summary(caught)
+            continue
+        for root in roots if changes else []:
             touched, deleted = _on_disk_now(root, specs[root], changes)
             if touched:
                 await _settle(list(touched.values()))

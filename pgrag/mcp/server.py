@@ -139,7 +139,8 @@ async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
 
 @contextlib.asynccontextmanager
 async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
-    """`pgrag serve --watch`: ingest once, then follow changes, inside the server process."""
+    """`pgrag serve --watch`: ingest and follow changes inside the server process (the
+    watcher's first scan is the initial ingest: nothing changed meanwhile is missed)."""
     from pgrag.ingest.pipeline import Ingestor
     from pgrag.ingest.watch import watch_and_ingest
 
@@ -154,7 +155,6 @@ async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
 
     async def run() -> None:
         try:
-            await ingestor.run(paths)
             await watch_and_ingest(ingestor, paths)
         except asyncio.CancelledError:
             raise
