@@ -192,6 +192,8 @@ async def test_lists_the_ten_read_only_core_tools(client: Client) -> None:
     for tool in tools.values():
         assert tool.description and tool.annotations and tool.annotations.read_only_hint
         assert tool.input_schema["type"] == "object"
+        # self-contained (tests/test_output_schema.py: same meaning as pydantic's)
+        assert tool.output_schema and "$ref" not in json.dumps(tool.output_schema)
     assert tools["search"].input_schema["required"] == ["query"]
     assert set(tools["get_pages"].input_schema["required"]) == {"document_id"}
 

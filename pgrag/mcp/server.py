@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ListResourcesResult, Resource
+from mcp.types import CallToolResult, ListResourcesResult, Resource, Tool
 
 from pgrag import __version__
 from pgrag.errors import InvalidArgument
@@ -20,6 +20,7 @@ from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
 from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
 from pgrag.mcp.notify import running_relay
+from pgrag.mcp.output_schema import compact_schema
 from pgrag.mcp.resources import list_document_resources, register_resources
 from pgrag.mcp.toolsets import register_toolsets
 from pgrag.paging import ContinuationCodec
@@ -44,6 +45,21 @@ INSTRUCTIONS = (
 class PgragServer(MCPServer[AppState]):
     """MCPServer with pgrag's error envelope for rejected arguments and database-backed
     resource listing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._compact_schemas: dict[str, dict[str, Any]] = {}
+
+    async def list_tools(self) -> list[Tool]:
+        """Output schemas published self-contained and cheap to validate (output_schema.py);
+        results are still validated server-side against the pydantic models."""
+        tools = await super().list_tools()
+        for tool in tools:
+            if tool.output_schema is not None:
+                if tool.name not in self._compact_schemas:
+                    self._compact_schemas[tool.name] = compact_schema(tool.output_schema)
+                tool.output_schema = self._compact_schemas[tool.name]
+        return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
