@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
@@ -128,6 +128,18 @@ def _read_only(settings: Settings) -> bool:
     return True if settings.read_only is None else settings.read_only
 
 
+def _allowed_methods(app: FastAPI, request: Request) -> str:
+    """Every method the path has: Starlette's own 405 names only the first matching
+    route's (GET /api/documents hid POST)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches(request.scope)
+            if match != Match.NONE:
+                methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 def create_app(
     settings: Settings, *, host: str = "127.0.0.1", watch: list[Path] | None = None
 ) -> FastAPI:
@@ -199,6 +211,8 @@ def create_app(
         response = error_response(error)
         response.status_code = exc.status_code
         response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            response.headers["Allow"] = _allowed_methods(app, request)
         return response
 
     @app.exception_handler(RequestValidationError)
