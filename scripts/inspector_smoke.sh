@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test with an external MCP client: the MCP Inspector CLI talks to `pgrag serve` over
-# stdio, lists the tools and calls `search`. Not part of the pytest run: `npx -y` downloads
+# stdio, lists the tools and calls `search`, against any database (the test suite runs the
+# same client over the test knowledge base: tests/test_inspector.py). `npx -y` downloads
 # the Inspector from npm the first time.
 #
 #   scripts/inspector_smoke.sh [DATABASE_URL] [QUERY]
