@@ -64,6 +64,16 @@ class Settings(BaseSettings):
     api_keys: str | None = Field(
         None, description="comma list of bearer keys for HTTP, `key=coll1|coll2` limits a key"
     )
+    allowed_hosts: str | None = Field(
+        None,
+        description="comma list of `Host` values HTTP answers (`name`, `name:*` any port, `*`); "
+        "unset: loopback names when bound to loopback, else any",
+    )
+    allowed_origins: str | None = Field(
+        None,
+        description="comma list of browser `Origin`s HTTP accepts besides its own "
+        "(`https://app.example.com`, `http://localhost:*`); unset: loopback ones on loopback",
+    )
     search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(

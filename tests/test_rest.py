@@ -320,3 +320,79 @@ def test_upload_needs_a_file_name_with_a_supported_extension(writable: HttpServe
             body = error_body(r, 400, "INVALID_ARGUMENT")
             assert "md" in body["errorDetails"]["supported"], body
         error_body(api.post("/api/documents"), 400, "INVALID_ARGUMENT")
+
+
+# ------------------------------------------------------------------- DNS rebinding (Host/Origin)
+
+EVIL_HOST = "evil.example.com:8765"
+
+
+def test_a_rebound_host_or_foreign_origin_reads_and_writes_nothing(writable: HttpServer) -> None:
+    """The worst case: loopback bind, no keys, writes on. A page that rebinds its name to
+    127.0.0.1 sends its own Host; a cross-site page sends its own Origin. Every route but
+    /healthz refuses both before doing anything."""
+    with httpx2.Client(base_url=writable.base, timeout=60) as api:
+        r = api.post("/api/documents", files={"file": ("guard.txt", UPLOAD_TEXT.encode())})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + POLL_DEADLINE_S
+        while (
+            api.get("/api/status", params={"document": "guard.txt"}).json().get("status") != "ready"
+        ):
+            assert time.monotonic() < deadline, "upload never became ready"
+            time.sleep(0.3)
+        doc_id = api.get("/api/status", params={"document": "guard.txt"}).json()["document_id"]
+        content = f"/api/documents/{doc_id}/content"
+        assert "kestrel" in api.get(content).text
+
+        evil = {"Host": EVIL_HOST}
+        for method, path in (
+            ("GET", content),
+            ("GET", "/api/search?q=kestrel"),
+            ("GET", "/api/documents"),
+            ("GET", "/api/status"),
+            ("GET", "/metrics"),
+            ("GET", "/readyz"),
+            ("GET", "/openapi.json"),
+            ("DELETE", f"/api/documents/{doc_id}"),
+            ("GET", "/sse"),
+        ):
+            body = error_body(api.request(method, path, headers=evil), 421, "INVALID_HOST")
+            assert "PGRAG_ALLOWED_HOSTS" in body["errorMessage"], (method, path)
+        upload = api.post("/api/documents", headers=evil, files={"file": ("x.txt", b"hi")})
+        error_body(upload, 421, "INVALID_HOST")
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        error_body(api.post("/mcp", headers=evil, json=rpc), 421, "INVALID_HOST")
+        assert api.get("/healthz", headers=evil).status_code == 200  # liveness stays open
+
+        cross_site = {"Origin": "https://evil.example.com"}
+        error_body(api.get(content, headers=cross_site), 403, "FORBIDDEN")
+        error_body(api.delete(f"/api/documents/{doc_id}", headers=cross_site), 403, "FORBIDDEN")
+        error_body(api.post("/mcp", headers=cross_site, json=rpc), 403, "FORBIDDEN")
+        # the server's own origin and local tools (loopback origins) are fine
+        assert api.get(content, headers={"Origin": writable.base}).status_code == 200
+        assert api.get(content, headers={"Origin": "http://localhost:6274"}).status_code == 200
+        assert api.get(content, headers={"Host": "localhost"}).status_code == 200
+
+        assert "kestrel" in api.get(content).text  # nothing was deleted
+        assert api.delete(f"/api/documents/{doc_id}").status_code == 204
+
+
+def test_allowed_hosts_and_origins_are_configurable(kb: KnowledgeBase) -> None:
+    flags = ("--api-keys", FULL_KEY, "--allowed-hosts", "rag.example.com,10.0.0.5:*")
+    env = {"PGRAG_ALLOWED_ORIGINS": "https://app.example.com"}
+    auth = {"Authorization": f"Bearer {FULL_KEY}"}
+    with (
+        http_server(kb.dsn, *flags, env=env) as server,
+        httpx2.Client(base_url=server.base, headers=auth, timeout=60) as api,
+    ):
+        assert api.get("/api/status", headers={"Host": "rag.example.com"}).status_code == 200
+        assert api.get("/api/status", headers={"Host": "10.0.0.5:9000"}).status_code == 200
+        # naming hosts replaces the loopback default
+        error_body(api.get("/api/status"), 421, "INVALID_HOST")
+        error_body(api.get("/api/status", headers={"Host": EVIL_HOST}), 421, "INVALID_HOST")
+        ok = {"Host": "rag.example.com", "Origin": "https://app.example.com"}
+        assert api.get("/api/status", headers=ok).status_code == 200
+        own = {"Host": "rag.example.com", "Origin": "https://rag.example.com"}
+        assert api.get("/api/status", headers=own).status_code == 200
+        bad = {"Host": "rag.example.com", "Origin": "http://localhost:3000"}
+        error_body(api.get("/api/status", headers=bad), 403, "FORBIDDEN")

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,6 +26,7 @@ from pgrag import __version__, metrics
 from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
+from pgrag.http.host_guard import HostGuard, host_policy
 from pgrag.http.mcp_mode import ResponseModeRouter
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.mcp.app_state import AppState
@@ -146,14 +148,21 @@ def create_app(
     shared = SharedState()
     keys = parse_api_keys(settings.api_keys)
     server = build_server(settings, shared=shared)
-    stream_http = server.streamable_http_app(stateless_http=True, host=host)
+    policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
+    # HostGuard applies one Host/Origin policy to every route; the SDK's own check is off
+    sdk_security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    stream_http = server.streamable_http_app(
+        stateless_http=True, host=host, transport_security=sdk_security
+    )
     stream_manager = server.session_manager
-    json_http = server.streamable_http_app(stateless_http=True, json_response=True, host=host)
+    json_http = server.streamable_http_app(
+        stateless_http=True, json_response=True, host=host, transport_security=sdk_security
+    )
     json_manager = server.session_manager
     mcp_route = Route(
         "/mcp", ResponseModeRouter(_mcp_endpoint(json_http), _mcp_endpoint(stream_http))
     )
-    sse = server.sse_app(host=host)
+    sse = server.sse_app(host=host, transport_security=sdk_security)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -446,6 +455,7 @@ def create_app(
     app.router.routes.append(mcp_route)
     app.router.routes.extend(sse.routes)
     app.add_middleware(BearerAuth, keys=keys)  # type: ignore[arg-type]
+    app.add_middleware(HostGuard, policy=policy)  # type: ignore[arg-type]  # outermost
     return app
 
 
