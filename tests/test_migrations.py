@@ -1,5 +1,6 @@
 import asyncio
 import subprocess
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -79,3 +80,97 @@ async def test_changed_applied_file_is_reported(dsn: str) -> None:
     finally:
         await conn.close()
     assert st.modified == [1]
+
+
+# ----------------------------------------------------------- repeatable function files
+
+SCHEMA_0015 = Path(__file__).parent / "fixtures" / "schema_0015.sql"
+FUNCTIONS_SQL = """
+SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+FROM pg_proc p WHERE p.pronamespace = 'pgrag'::regnamespace
+"""
+
+
+def _functions(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute(FUNCTIONS_SQL).fetchall())
+
+
+async def _migrate(dsn: str) -> list[migrations.Migration]:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        return await migrations.migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def _status(dsn: str) -> migrations.MigrationStatus:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        return await migrations.status(conn)
+    finally:
+        await conn.close()
+
+
+async def test_an_upgraded_database_ends_with_the_fresh_functions(dsn: str, empty_dsn: str) -> None:
+    """A database on the last schema whose migrations defined every function (0001-0015)
+    upgrades to exactly the definitions a fresh database gets: same functions, same
+    pg_get_functiondef text, nothing left over, and no migration reported changed."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        conn.execute(SCHEMA_0015.read_bytes())
+    before = _functions(empty_dsn)
+    assert "pgrag.hybrid_search_detail(text,vector,integer,bigint[],jsonb,integer," in "".join(
+        before
+    )
+    every_file = sorted(f.name for f in migrations.discover_functions())
+    assert (await _status(empty_dsn)).functions_changed == every_file
+
+    assert await _migrate(empty_dsn) == []  # no DDL to apply: only the function files
+    fresh, upgraded = _functions(dsn), _functions(empty_dsn)
+    assert sorted(upgraded) == sorted(fresh)
+    assert [name for name in fresh if fresh[name] != upgraded[name]] == []
+    st = await _status(empty_dsn)
+    assert st.modified == [] and st.pending == [] and st.functions_changed == []
+
+
+async def test_a_changed_function_file_is_reapplied_and_leftovers_dropped(dsn: str) -> None:
+    fresh = _functions(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION pgrag.removed_since() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION pgrag.check_fusion(fusion text) RETURNS text "
+            "LANGUAGE sql AS 'SELECT ''tampered'''"
+        )
+    assert (await _status(dsn)).functions_changed == []  # the files did not change...
+    assert await _migrate(dsn) == [] and _functions(dsn) != fresh  # ...so nothing runs
+
+    with psycopg.connect(dsn, autocommit=True) as conn:  # as if 40_hybrid.sql changed
+        conn.execute(
+            "UPDATE pgrag.schema_functions SET checksum = 'old' WHERE file = %s", ("40_hybrid.sql",)
+        )
+    assert (await _status(dsn)).functions_changed == ["40_hybrid.sql"]
+    await _migrate(dsn)
+    assert _functions(dsn) == fresh  # re-created from the files, the stray function gone
+    assert (await _status(dsn)).functions_changed == []
+
+
+def test_each_function_is_defined_once_and_migrations_keep_only_what_ddl_needs() -> None:
+    defined: dict[str, list[str]] = {}
+    for f in migrations.discover_functions():
+        for name in migrations.DEFINED_FUNCTION.findall(f.sql):
+            defined.setdefault(name, []).append(f.name)
+    overloads = {"semantic_leg_sql"}  # (set, dims) and (set, dims, filtered)
+    twice = {n: files for n, files in defined.items() if len(files) > 1 and n not in overloads}
+    assert twice == {}
+    kept = migrations.migration_functions()
+    assert kept == {
+        "cjk_bigrams",  # lexical_text -> chunk_tsv -> the generated column chunks.tsv
+        "lexical_text",
+        "chunk_tsv",
+        "graph_properties_text",  # graph_nodes.tsv
+        "collection_in_scope",  # row-level security policies
+        "notify_documents_changed",  # the documents trigger
+    }
+    assert kept.isdisjoint(defined)

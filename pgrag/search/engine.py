@@ -42,7 +42,7 @@ DOCUMENT_SNIPPETS = 3  # scope=documents: each document's best snippets, so a pa
 @dataclass(frozen=True)
 class FusionParams:
     """Visible in --explain and in pgrag.search_log.params. The last three mirror the SQL
-    defaults of pgrag.hybrid_search (0004_fusion.sql): 'adaptive' blends max-normalised BM25
+    defaults of pgrag.hybrid_search (sql/functions/40_hybrid.sql): 'adaptive' blends max-normalised BM25
     and min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain *
     coverage); 'rrf' is plain RRF with rrf_k."""
 
@@ -329,7 +329,7 @@ class SearchService:
         return hits
 
     def _fusion_explain(self, mode: str) -> dict[str, Any]:
-        """The fusion parameters the SQL ranked with (its defaults, 0004_fusion.sql)."""
+        """The fusion parameters the SQL ranked with (its defaults, sql/functions/40_hybrid.sql)."""
         if mode == "regex":
             return {}
         f = self.fusion

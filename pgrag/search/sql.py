@@ -1,4 +1,4 @@
-"""The SQL the search service runs; the ranking itself lives in sql/migrations/ functions."""
+"""The SQL the search service runs; the ranking itself lives in sql/functions/."""
 
 HYBRID_SQL = """
 SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
@@ -44,7 +44,7 @@ ORDER BY d.n DESC, d.best_rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
 """
 
-LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"  # 0 when unusable (0014_lexical_nodes.sql)
+LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"  # 0 when unusable (sql/functions/20_lexical.sql)
 
 COLLECTION_IDS_SQL = "SELECT id FROM pgrag.collections WHERE name = %s"
 

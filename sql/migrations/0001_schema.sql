@@ -1,5 +1,7 @@
 -- pgrag schema v1: collections, documents and their structure, chunks, embeddings by model.
--- Applied once by `pgrag migrate` (recorded in pgrag.schema_migrations).
+-- Applied once by `pgrag migrate` (recorded in pgrag.schema_migrations). Migrations hold
+-- DDL and the functions generated columns depend on; every other function is defined once
+-- in sql/functions/ (re-applied whenever those files change).
 
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
@@ -160,73 +162,3 @@ CREATE TABLE pgrag.embedding_cache (
     created_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (model, content_hash)
 );
-
--- The typed expression an embedding set is indexed and queried by.
-CREATE FUNCTION pgrag.embedding_expr(dimensions int) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT CASE WHEN dimensions > 2000 THEN format('embedding::halfvec(%s)', dimensions)
-                ELSE format('embedding::vector(%s)', dimensions) END
-$$;
-
-CREATE FUNCTION pgrag.embedding_opclass(dimensions int) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT CASE WHEN dimensions > 2000 THEN 'halfvec_cosine_ops' ELSE 'vector_cosine_ops' END
-$$;
-
--- One HNSW (cosine) index per embedding set; halfvec above 2,000 dimensions.
-CREATE FUNCTION pgrag.ensure_embedding_index(p_set_id bigint) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    dims int;
-    idx  text := format('embeddings_hnsw_%s', p_set_id);
-BEGIN
-    SELECT dimensions INTO dims FROM pgrag.embedding_sets WHERE id = p_set_id;
-    IF dims IS NULL THEN
-        RAISE EXCEPTION 'no embedding set %', p_set_id USING ERRCODE = 'no_data_found';
-    END IF;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pgrag.embeddings USING hnsw ((%s) %s) '
-        'WITH (m = 16, ef_construction = 64) WHERE set_id = %s',
-        idx, pgrag.embedding_expr(dims), pgrag.embedding_opclass(dims), p_set_id);
-    RETURN idx;
-END
-$$;
-
--- Does a document pass the search filters? (keys: folder, file_type, document_ids,
--- date_from, date_to, submitter, author, tags; absent keys do not filter)
-CREATE FUNCTION pgrag.document_matches(d pgrag.documents, filters jsonb) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT (filters ->> 'folder' IS NULL
-            OR d.folder = filters ->> 'folder'
-            OR d.folder LIKE replace(replace(replace(filters ->> 'folder', '\', '\\'), '%', '\%'), '_', '\_') || '/%')
-       AND (filters -> 'file_type' IS NULL
-            OR d.file_type = ANY (ARRAY(SELECT jsonb_array_elements_text(
-                   CASE jsonb_typeof(filters -> 'file_type') WHEN 'array' THEN filters -> 'file_type'
-                        ELSE jsonb_build_array(filters -> 'file_type') END))))
-       AND (filters -> 'document_ids' IS NULL
-            OR d.id::text = ANY (ARRAY(SELECT jsonb_array_elements_text(filters -> 'document_ids'))))
-       AND (filters ->> 'date_from' IS NULL
-            OR coalesce(d.modified_at, d.created_at) >= (filters ->> 'date_from')::timestamptz)
-       AND (filters ->> 'date_to' IS NULL
-            OR coalesce(d.modified_at, d.created_at) <= (filters ->> 'date_to')::timestamptz)
-       AND (filters ->> 'submitter' IS NULL OR d.submitter = filters ->> 'submitter')
-       AND (filters ->> 'author' IS NULL OR d.author = filters ->> 'author')
-       AND (filters -> 'tags' IS NULL
-            OR d.tags && ARRAY(SELECT jsonb_array_elements_text(filters -> 'tags')))
-$$;
-
--- websearch-style query (quotes = phrase, -word = not, or) in the CJK-aware lexical form.
--- Plain terms are OR-ed, so that a query with one word the text lacks (or a CJK bigram
--- spanning a particle, as in 合同签署 vs 合同的签署) still finds it and ts_rank_cd rewards
--- the better covers. A query with quotes or a negation keeps websearch's AND semantics.
-CREATE FUNCTION pgrag.lexical_query(q text) RETURNS tsquery
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
-DECLARE
-    parsed tsquery := websearch_to_tsquery('pgrag.search', pgrag.lexical_text(q));
-BEGIN
-    IF position('"' IN q) = 0 AND position('!' IN parsed::text) = 0 THEN
-        RETURN replace(parsed::text, ' & ', ' | ')::tsquery;
-    END IF;
-    RETURN parsed;
-END
-$$;

@@ -1,0 +1,39 @@
+-- Filters and scopes shared by every search function.
+--
+-- Repeatable: the migration runner re-applies every file of sql/functions/ (in name order,
+-- in one transaction, under the migration lock) whenever one of them changes, after
+-- dropping the functions they define; each function is defined once, here. Tables,
+-- indexes, row-level security and the functions generated columns and policies depend on
+-- (pgrag.lexical_text, pgrag.chunk_tsv, pgrag.collection_in_scope, ...) are in
+-- sql/migrations/.
+
+-- Filtered searches need the filter per candidate: as an inlinable expression (no
+-- sub-selects) it costs about a microsecond instead of a SQL-function
+-- call, and with literal filters the planner can use documents_folder_idx.
+CREATE OR REPLACE FUNCTION pgrag.document_matches(d pgrag.documents, filters jsonb)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (filters ->> 'folder' IS NULL
+            OR d.folder = filters ->> 'folder'
+            OR d.folder LIKE replace(replace(replace(filters ->> 'folder', '\', '\\'), '%', '\%'), '_', '\_') || '/%')
+       AND (filters -> 'file_type' IS NULL
+            OR CASE jsonb_typeof(filters -> 'file_type')
+                    WHEN 'array' THEN filters -> 'file_type' ? d.file_type
+                    ELSE filters ->> 'file_type' = d.file_type END)
+       AND (filters -> 'document_ids' IS NULL OR filters -> 'document_ids' ? d.id::text)
+       AND (filters ->> 'date_from' IS NULL
+            OR coalesce(d.modified_at, d.created_at) >= (filters ->> 'date_from')::timestamptz)
+       AND (filters ->> 'date_to' IS NULL
+            OR coalesce(d.modified_at, d.created_at) <= (filters ->> 'date_to')::timestamptz)
+       AND (filters ->> 'submitter' IS NULL OR d.submitter = filters ->> 'submitter')
+       AND (filters ->> 'author' IS NULL OR d.author = filters ->> 'author')
+       AND (filters -> 'tags' IS NULL OR filters -> 'tags' ?| d.tags)
+$$;
+
+-- Collections the caller may read: NULL (all) when row-level security does not apply to
+-- it, else the ids RLS lets it see in pgrag.collections (none without pgrag.scope).
+CREATE OR REPLACE FUNCTION pgrag.readable_collections() RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN row_security_active('pgrag.chunks'::regclass)
+                THEN ARRAY(SELECT c.id FROM pgrag.collections c) END
+$$;

@@ -1,0 +1,70 @@
+-- Why did a logged search rank what it ranked? Replays it from pgrag.search_log.
+--   SELECT * FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log));
+
+-- A logged search replayed with its logged fusion arguments (today's defaults when the log has none)
+-- and showing the per-query lexical share and the normalised leg scores behind fused_score.
+CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
+    rank            int,
+    logged_rank     int,
+    chunk_id        bigint,
+    document_path   text,
+    location        text,
+    lexical_rank    int,
+    lexical_score   float4,
+    semantic_rank   int,
+    semantic_score  float8,
+    fused_score     float8,
+    rrf_k           int,
+    lexical_weight  float8,
+    semantic_weight float8,
+    snippet         text,
+    fusion          text,
+    lexical_share   float8,
+    lexical_norm    float8,
+    semantic_norm   float8
+)
+LANGUAGE sql STABLE AS $$
+    WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
+    p AS (
+        SELECT l.*, (l.params ->> 'rrf_k')::int AS k,
+               (l.params ->> 'lexical_weight')::float8 AS lw,
+               (l.params ->> 'semantic_weight')::float8 AS sw,
+               coalesce(l.params ->> 'fusion', 'adaptive') AS fu,
+               coalesce((l.params ->> 'coverage_gain')::float8, 1.2) AS cg,
+               coalesce((l.params ->> 'max_lexical_share')::float8, 0.8) AS ms
+        FROM l
+    ),
+    logged AS (
+        SELECT (r ->> 'chunk_id')::bigint AS chunk_id, (r ->> 'rank')::int AS rank
+        FROM p, jsonb_array_elements(p.results) r
+    ),
+    fused AS (
+        SELECT f.*, row_number() OVER (ORDER BY f.fused_score DESC, f.chunk_id)::int AS pos
+        FROM p CROSS JOIN LATERAL pgrag.hybrid_fusion(
+            p.query,
+            CASE WHEN p.sw = 0 THEN NULL ELSE p.query_embedding END,
+            (SELECT array_agg(x::bigint)
+               FROM jsonb_array_elements_text(nullif(p.params -> 'collection_ids', 'null')) x),
+            coalesce(p.params -> 'filters', '{}'::jsonb),
+            p.k, p.lw, p.sw,
+            (p.params ->> 'pool_size')::int,
+            (p.params ->> 'min_similarity')::float8,
+            p.params ->> 'embedding_model',
+            p.fu, p.cg, p.ms) f
+    )
+    SELECT h.pos, g.rank, h.chunk_id, d.path,
+           concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,
+                     'rows ' || c.row_start || '-' || c.row_end, 'slide ' || c.slide),
+           h.lexical_rank, h.lexical_score::float4, h.semantic_rank, h.semantic_score,
+           h.fused_score, p.k, p.lw, p.sw, left(c.content, 120),
+           p.fu, h.lexical_share, h.lexical_norm, h.semantic_norm
+    FROM p
+    CROSS JOIN fused h
+    JOIN pgrag.chunks c ON c.id = h.chunk_id
+    JOIN pgrag.documents d ON d.id = c.document_id
+    LEFT JOIN logged g ON g.chunk_id = h.chunk_id
+    WHERE h.pos > coalesce((p.params ->> 'match_offset')::int, 0)
+      AND h.pos <= coalesce((p.params ->> 'match_offset')::int, 0)
+                   + (p.params ->> 'match_count')::int
+    ORDER BY h.pos
+$$;
