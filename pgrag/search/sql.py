@@ -44,7 +44,8 @@ ORDER BY d.n DESC, d.best_rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
 """
 
-LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"  # 0 when unusable (sql/functions/20_lexical.sql)
+# 0 when the query is unusable (sql/functions/20_lexical.sql)
+LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"
 
 COLLECTION_IDS_SQL = "SELECT id FROM pgrag.collections WHERE name = %s"
 
