@@ -135,20 +135,31 @@ def test_semantic_leg_uses_the_hnsw_index(bulk: Bulk) -> None:
     # the leg's SQL text exactly as pgrag.semantic_candidates executes it
     with psycopg.connect(bulk.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
         register_vector(conn)
-        leg = conn.execute("SELECT pgrag.semantic_leg_sql(%s, %s)", (bulk.set_id, DIMS)).fetchone()[
-            0
-        ]
-        conn.execute(f"PREPARE leg(vector, jsonb, int) AS {leg}")
+        legs = {}
+        for name, filtered_, by_language in (
+            ("plain", False, False),
+            ("filtered", True, False),
+            ("by_language", False, True),
+        ):
+            leg = conn.execute(
+                "SELECT pgrag.semantic_leg_sql(%s, %s, %s, %s)",
+                (bulk.set_id, DIMS, filtered_, by_language),
+            ).fetchone()[0]
+            conn.execute(f"PREPARE {name}(vector, jsonb, int, text[]) AS {leg}")
+            legs[name] = name
         vec = query_vector("topic42")
-        plain = plan(conn, "EXECUTE leg(%s, %s, 100)", (vec, Jsonb({})))
-        filtered = plan(conn, "EXECUTE leg(%s, %s, 100)", (vec, Jsonb({"folder": "f7"})))
+        args = "(%s, %s, 100, ARRAY['und'])"
+        plain = plan(conn, "EXECUTE plain" + args, (vec, Jsonb({})))
+        filtered = plan(conn, "EXECUTE filtered" + args, (vec, Jsonb({"folder": "f7"})))
+        by_language = plan(conn, "EXECUTE by_language" + args, (vec, Jsonb({})))
     index = f"embeddings_hnsw_{bulk.set_id}"
     assert f"Index Scan using {index} on embeddings" in plain, plain
     # a selective filter may instead pre-filter through the folder index and rank exactly
     assert (
         f"Index Scan using {index} on embeddings" in filtered or "documents_folder_idx" in filtered
     ), filtered
-    assert "Seq Scan on embeddings" not in plain + filtered
+    assert f"Index Scan using {index} on embeddings" in by_language, by_language
+    assert "Seq Scan on embeddings" not in plain + filtered + by_language
 
 
 @pytest.fixture

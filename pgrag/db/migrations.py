@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psycopg
 
+from pgrag.db.languages import detect_missing_languages
+
 MIGRATION_LOCK_KEY = 0x70677261_67000001  # "pgrag" + 1: one lock for every pgrag database
 FILE_PATTERN = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -184,6 +186,7 @@ async def migrate(conn: psycopg.AsyncConnection) -> list[Migration]:
                 )
             done.append(migration)
         await apply_functions(conn)
+        await detect_missing_languages(conn)
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))

@@ -147,6 +147,8 @@ class Ingestor:
                 for path in removed:
                     summary.results.append(FileResult(path, Outcome.REMOVED))
                     self.report(IngestEvent("file_done", path, result=summary.results[-1]))
+        async with self.pool.connection() as conn:  # one row per language again (30_semantic)
+            await store.compact_language_sums(conn, col.set_id)
         return summary
 
     async def ingest_files(self, root: Path, files: list[FoundFile]) -> IngestSummary:

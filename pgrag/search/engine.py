@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
+from pgrag.language import detect_language
 from pgrag.metrics import observe_search
 from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
 from pgrag.search import sql
@@ -272,6 +273,8 @@ class SearchService:
                 "pool_size": min(MAX_POOL, max(f.pool_size, offset + req.limit)),
                 "min_similarity": req.threshold if semantic_weight else None,
                 "embedding_model": self.provider.model if semantic_weight else None,
+                # the semantic leg compares each side with its language's mean vector
+                "query_lang": detect_language(req.query) if semantic_weight else None,
             }
         )
         query = sql.DOCUMENTS_SQL if req.scope == "documents" else sql.HYBRID_SQL
@@ -322,6 +325,8 @@ class SearchService:
                         semantic_score=sscore,
                         fused_score=fused,
                         regex_matches=rx,
+                        query_lang=detect_language(req.query) if mode != "regex" else None,
+                        chunk_lang=d[22],  # c.lang, last of CHUNK_DETAILS_SQL
                         **self._fusion_explain(mode),
                     ),
                 )
@@ -376,6 +381,7 @@ class SearchService:
             base,
             window,
             _body_len,
+            _lang,
         ) = d
         window = window or content
         lo, hi = cstart - base, cend - base

@@ -132,6 +132,8 @@ class Explain(BaseModel):
     semantic_weight: float | None = None
     coverage_gain: float | None = None
     max_lexical_share: float | None = None
+    query_lang: str | None = Field(None, description="language detected in the query")
+    chunk_lang: str | None = Field(None, description="language of the chunk")
 
 
 class SearchHit(BaseModel):

@@ -6,7 +6,7 @@ SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, 
 FROM pgrag.hybrid_search(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s)
+    %(embedding_model)s, %(match_offset)s, query_lang => %(query_lang)s)
 """
 
 DOCUMENTS_SQL = """
@@ -15,7 +15,8 @@ SELECT rank, best_chunk_id, document_id, lexical_rank, lexical_score, semantic_r
 FROM pgrag.hybrid_search_documents(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s)
+    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s,
+    query_lang => %(query_lang)s)
 """
 
 REGEX_SQL = """
@@ -57,7 +58,7 @@ SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author
        greatest(c.char_start - %(margin)s, 0) AS base,
        substr(u.body, greatest(c.char_start - %(margin)s, 0) + 1,
               (c.char_end - greatest(c.char_start - %(margin)s, 0)) + %(margin)s) AS window,
-       length(u.body) AS body_len
+       length(u.body) AS body_len, c.lang
 FROM pgrag.chunks c
 JOIN pgrag.documents d ON d.id = c.document_id
 LEFT JOIN pgrag.units u ON u.id = c.unit_id

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.ingest.chunking import ChunkDraft
 from pgrag.ingest.parsers.base import Unit
+from pgrag.language import detect_language
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,14 @@ COPY_ROWS_SQL = "COPY pgrag.sheet_rows (unit_id, row_number, cells) FROM STDIN"
 INSERT_CHUNKS_SQL = """
 INSERT INTO pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,
                           content_hash, token_count, char_start, char_end, page, section,
-                          sheet, row_start, row_end, slide)
+                          sheet, row_start, row_end, slide, lang)
 SELECT %s, %s, unit_id, ordinal, heading, content, content_hash, token_count, char_start,
-       char_end, page, section, sheet, row_start, row_end, slide
+       char_end, page, section, sheet, row_start, row_end, slide, lang
 FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::bytea[], %s::int[], %s::int[],
-            %s::int[], %s::int[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[])
+            %s::int[], %s::int[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[],
+            %s::text[])
      AS c(unit_id, ordinal, heading, content, content_hash, token_count, char_start, char_end,
-          page, section, sheet, row_start, row_end, slide)
+          page, section, sheet, row_start, row_end, slide, lang)
 ORDER BY ordinal
 RETURNING id, ordinal
 """
@@ -262,6 +264,7 @@ async def write_version(
                     [c.draft.row_start for c in chunks],
                     [c.draft.row_end for c in chunks],
                     [c.slide for c in chunks],
+                    [detect_language(c.draft.content) for c in chunks],
                 ),
             )
             by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
@@ -292,3 +295,8 @@ async def remove_missing(
 ) -> list[str]:
     rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
     return [r[0] for r in rows]
+
+
+async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
+    """Fold the per-statement vector sums the triggers appended (sql/functions/30_semantic)."""
+    await conn.execute("SELECT pgrag.compact_language_sums(%s)", (set_id,))

@@ -45,7 +45,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     embedding_model   text DEFAULT NULL,
     fusion            text DEFAULT 'adaptive',
     coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8
+    max_lexical_share float8 DEFAULT 0.8,
+    query_lang        text DEFAULT NULL
 ) RETURNS TABLE (
     chunk_id         bigint,
     lexical_rank     int,
@@ -56,7 +57,10 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     semantic_score   float8,  -- cosine similarity
     semantic_norm    float8,  -- min-max over the semantic pool
     lexical_share    float8,  -- per query; NULL with fusion => 'rrf'
-    fused_score      float8
+    fused_score      float8,
+    semantic_cosine  float8,  -- plain cosine similarity (semantic_score is it unless centred)
+    chunk_lang       text,
+    centred          boolean  -- semantic_score compares language-centred vectors
 )
 LANGUAGE plpgsql STABLE ROWS 200
 SET plan_cache_mode = force_generic_plan  -- plan once per session, not per call
@@ -69,10 +73,10 @@ BEGIN
         WHERE query_text IS NOT NULL AND lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
-        SELECT sc.chunk_id, sc.similarity AS score,
+        SELECT sc.chunk_id, sc.similarity AS score, sc.cosine, sc.lang, sc.centred,
                row_number() OVER (ORDER BY sc.similarity DESC, sc.chunk_id)::int AS rank
         FROM pgrag.semantic_candidates(query_embedding, pool_size, collection_ids, filters,
-                                       embedding_model) sc
+                                       embedding_model, query_lang) sc
         WHERE query_embedding IS NOT NULL AND semantic_weight <> 0
         ORDER BY sc.similarity DESC, sc.chunk_id
         LIMIT pool_size
@@ -95,11 +99,11 @@ BEGIN
                CASE WHEN s.chunk_id IS NULL THEN NULL
                     WHEN q.smax > q.smin THEN (s.score - q.smin) / (q.smax - q.smin)
                     ELSE 1.0 END AS snorm,
-               q.share, q.fusion
+               q.share, q.fusion, s.cosine, s.lang, s.centred
         FROM lexical l
         FULL JOIN semantic s ON s.chunk_id = l.chunk_id
         CROSS JOIN q
-        WHERE min_similarity IS NULL OR s.score >= min_similarity
+        WHERE min_similarity IS NULL OR s.cosine >= min_similarity
     )
     SELECT j.id, j.lrank, j.lscore, j.lnorm, j.coverage, j.srank, j.sscore, j.snorm,
            CASE WHEN j.fusion = 'adaptive' THEN j.share END,
@@ -107,7 +111,8 @@ BEGIN
                 THEN coalesce(lexical_weight / (rrf_k + j.lrank), 0)
                    + coalesce(semantic_weight / (rrf_k + j.srank), 0)
                 ELSE lexical_weight * j.share * coalesce(j.lnorm, 0)
-                   + semantic_weight * (1 - j.share) * coalesce(j.snorm, 0) END
+                   + semantic_weight * (1 - j.share) * coalesce(j.snorm, 0) END,
+           j.cosine, j.lang, j.centred
     FROM joined j;
 END
 $$;
@@ -131,7 +136,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     match_offset      int DEFAULT 0,
     fusion            text DEFAULT 'adaptive',
     coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8
+    max_lexical_share float8 DEFAULT 0.8,
+    query_lang        text DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,
     chunk_id         bigint,
@@ -145,7 +151,10 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     fusion_used      text,
     lexical_share    float8,
     lexical_norm     float8,
-    semantic_norm    float8
+    semantic_norm    float8,
+    semantic_cosine  float8,
+    chunk_lang       text,
+    centred          boolean
 )
 LANGUAGE sql STABLE AS $$
     WITH ranked AS (
@@ -153,12 +162,14 @@ LANGUAGE sql STABLE AS $$
                count(*) OVER ()::int AS total
         FROM pgrag.hybrid_fusion(query_text, query_embedding, collection_ids, filters, rrf_k,
                                  lexical_weight, semantic_weight, pool_size, min_similarity,
-                                 embedding_model, fusion, coverage_gain, max_lexical_share) f
+                                 embedding_model, fusion, coverage_gain, max_lexical_share,
+                                 query_lang) f
     )
     SELECT r.pos, r.chunk_id,
            (SELECT c.document_id FROM pgrag.chunks c WHERE c.id = r.chunk_id),
            r.lexical_rank, r.lexical_score::float4, r.semantic_rank, r.semantic_score,
-           r.fused_score, r.total, fusion, r.lexical_share, r.lexical_norm, r.semantic_norm
+           r.fused_score, r.total, fusion, r.lexical_share, r.lexical_norm, r.semantic_norm,
+           r.semantic_cosine, r.chunk_lang, r.centred
     FROM ranked r
     ORDER BY r.pos
     LIMIT match_count OFFSET match_offset
@@ -181,7 +192,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
     match_offset      int DEFAULT 0,
     fusion            text DEFAULT 'adaptive',
     coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8
+    max_lexical_share float8 DEFAULT 0.8,
+    query_lang        text DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,     -- final position, 1-based
     chunk_id         bigint,
@@ -189,7 +201,7 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
     lexical_rank     int,     -- NULL: not in the lexical pool
     lexical_score    float4,  -- BM25
     semantic_rank    int,     -- NULL: not in the semantic pool
-    semantic_score   float8,  -- cosine similarity
+    semantic_score   float8,  -- cosine similarity (of language-centred vectors, see 30_semantic)
     fused_score      float8,
     total_candidates int      -- rows in the fused pool (before limit and offset)
 )
@@ -199,7 +211,7 @@ LANGUAGE sql STABLE AS $$
     FROM pgrag.hybrid_search_detail(query_text, query_embedding, match_count, collection_ids,
                                     filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                     min_similarity, embedding_model, match_offset, fusion,
-                                    coverage_gain, max_lexical_share) d
+                                    coverage_gain, max_lexical_share, query_lang) d
 $$;
 
 -- Documents ranked by their best chunk (scope => 'documents'): one row per document.
@@ -219,7 +231,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
     chunks_per_document int DEFAULT 3,
     fusion              text DEFAULT 'adaptive',
     coverage_gain       float8 DEFAULT 1.2,
-    max_lexical_share   float8 DEFAULT 0.8
+    max_lexical_share   float8 DEFAULT 0.8,
+    query_lang          text DEFAULT NULL
 ) RETURNS TABLE (
     rank            int,
     document_id     uuid,
@@ -238,7 +251,7 @@ LANGUAGE sql STABLE AS $$
         FROM pgrag.hybrid_search(query_text, query_embedding, pool_size * 2, collection_ids,
                                  filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                  min_similarity, embedding_model, 0, fusion, coverage_gain,
-                                 max_lexical_share) h
+                                 max_lexical_share, query_lang) h
     ),
     docs AS (
         SELECT b.document_id, b.chunk_id AS best, b.lexical_rank, b.lexical_score,

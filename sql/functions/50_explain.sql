@@ -2,7 +2,8 @@
 --   SELECT * FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log));
 
 -- A logged search replayed with its logged fusion arguments (today's defaults when the log has none)
--- and showing the per-query lexical share and the normalised leg scores behind fused_score.
+-- and showing the per-query lexical share, the normalised leg scores behind fused_score and
+-- the languages of query and chunk (with whether the semantic score was language-centred).
 CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     rank            int,
     logged_rank     int,
@@ -21,7 +22,11 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     fusion          text,
     lexical_share   float8,
     lexical_norm    float8,
-    semantic_norm   float8
+    semantic_norm   float8,
+    query_lang      text,     -- detected when the search ran
+    chunk_lang      text,
+    semantic_cosine float8,   -- plain cosine; semantic_score is of centred vectors if centred
+    centred         boolean
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -50,14 +55,15 @@ LANGUAGE sql STABLE AS $$
             (p.params ->> 'pool_size')::int,
             (p.params ->> 'min_similarity')::float8,
             p.params ->> 'embedding_model',
-            p.fu, p.cg, p.ms) f
+            p.fu, p.cg, p.ms, p.params ->> 'query_lang') f
     )
     SELECT h.pos, g.rank, h.chunk_id, d.path,
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,
                      'rows ' || c.row_start || '-' || c.row_end, 'slide ' || c.slide),
            h.lexical_rank, h.lexical_score::float4, h.semantic_rank, h.semantic_score,
            h.fused_score, p.k, p.lw, p.sw, left(c.content, 120),
-           p.fu, h.lexical_share, h.lexical_norm, h.semantic_norm
+           p.fu, h.lexical_share, h.lexical_norm, h.semantic_norm,
+           p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred
     FROM p
     CROSS JOIN fused h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
