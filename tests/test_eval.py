@@ -139,15 +139,16 @@ def test_eval_json_figures_and_shape(tiny_dsn: str, tmp_path: Path) -> None:
 
 def test_eval_modes_and_table(tiny_dsn: str, tmp_path: Path) -> None:
     zh = {"query": "合同由谁签字？", "document": "合同.txt", "answer": "授权代表"}
-    path = _write(tmp_path, SURE, zh)
+    path = _write(tmp_path, SURE, zh, REGEX)
     code, stdout, _ = _eval(tiny_dsn, path, "-m", "hybrid", "-m", "keyword", "--details")
     assert code == 0, stdout
+    assert "shared_[a-z]+" in stdout  # shown as written, not taken for rich markup
     for text in ("hit@1", "hit@3", "MRR@10", "location (n)", "answer (n)", "hybrid", "keyword"):
         assert text in stdout
     assert "category direct" in stdout and "language zh→zh" in stdout
     code, stdout, _ = _eval(tiny_dsn, path, "--json", "-m", "semantic", "-m", "keyword")
     summary = json.loads(stdout)["summary"]
-    assert set(summary) == {"semantic", "keyword"}
+    assert set(summary) == {"semantic", "keyword", "regex"}
     assert summary["semantic"]["overall"]["hit@1"] == 1.0
     assert summary["keyword"]["overall"]["hit@1"] == 1.0
 
