@@ -13,6 +13,7 @@ from pgrag.errors import ConfigError, PgragError
 # commands register themselves on `cli` when imported
 from pgrag.cli import (  # noqa: F401  isort: skip
     db_commands,
+    eval_command,
     ingest_commands,
     reindex_command,
     search_commands,

@@ -1,0 +1,145 @@
+"""`pgrag eval QUERIES.jsonl`: the user's own queries with expected documents, scored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pgrag.cli.app import cli, run, state
+from pgrag.runtime import open_runtime
+from pgrag.search.engine import SearchService
+from pgrag.services.evaluation import (
+    EVAL_MODES,
+    Outcome,
+    QueryFileError,
+    parse_queries,
+    report,
+    run_queries,
+    summarise,
+)
+
+out = Console(width=None if Console().is_terminal else 120)
+err = Console(stderr=True)
+
+
+class QueryFileUsageError(click.ClickException):
+    """A malformed query file is a usage error: one line, exit code 2."""
+
+    exit_code = 2
+
+
+def _pct(value: float | None, n: int | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" ({n})" if n is not None else "")
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """One table: per mode the overall line, then categories, then language pairs."""
+    table = Table(title="retrieval quality (first result from the expected document)")
+    table.add_column("mode")
+    table.add_column("group")
+    table.add_column("n", justify="right")
+    for col in ("hit@1", "hit@3", "MRR@10", "location (n)", "answer (n)"):
+        table.add_column(col, justify="right")
+    for mode, data in summary.items():
+        groups = [("all", data["overall"])]
+        groups += [(f"category {c}", m) for c, m in data["categories"].items()]
+        groups += [(f"language {k}", m) for k, m in data["languages"].items()]
+        for i, (name, m) in enumerate(groups):
+            style = "bold" if name == "all" else None
+            table.add_row(
+                mode if i == 0 else "",
+                escape(name),  # user-chosen category names are not rich markup
+                str(m["n"]),
+                _pct(m["hit@1"]),
+                _pct(m["hit@3"]),
+                _pct(m["mrr"]),
+                _pct(m["location"], m["location_n"]),
+                _pct(m["answer"], m["answer_n"]),
+                style=style,
+                end_section=i == len(groups) - 1,
+            )
+    out.print(table)
+
+
+def print_details(outcomes: list[Outcome]) -> None:
+    table = Table(title="queries")
+    for col in ("mode", "category", "query", "rank", "location", "answer", "first result"):
+        table.add_column(col, overflow="fold")
+    mark = {True: "ok", False: "MISS", None: "-"}
+    for o in outcomes:
+        table.add_row(
+            o.mode,
+            escape(o.category),
+            escape(o.query[:60]),  # a regex such as [a-z]+ is not rich markup
+            str(o.rank) if o.rank else "-",
+            mark[o.location_ok],
+            mark[o.answer_ok],
+            escape(o.top[0]) if o.top else "-",
+        )
+    out.print(table)
+
+
+@cli.command(name="eval")
+@click.argument("queries_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--collection", "-c", default=None, help="only this collection")
+@click.option(
+    "--mode",
+    "-m",
+    "modes",
+    type=click.Choice(EVAL_MODES),
+    multiple=True,
+    help="mode(s) for lines without their own mode; repeatable [default: hybrid]",
+)
+@click.option("--details", is_flag=True, help="also list every query with its rank")
+@click.option("--json", "as_json", is_flag=True, help="print the summary and every query as JSON")
+@click.pass_context
+def eval_(
+    ctx: click.Context,
+    queries_file: Path,
+    collection: str | None,
+    modes: tuple[str, ...],
+    details: bool,
+    as_json: bool,
+) -> None:
+    """Score your own queries (JSONL: query, document, optional location, answer, mode,
+    category) against a collection: hit@1, hit@3, MRR@10, location and answer accuracy."""
+    try:
+        text = queries_file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise QueryFileUsageError(f"{queries_file}: not UTF-8 ({exc.reason})") from None
+    try:
+        queries = parse_queries(text, queries_file.name)
+    except QueryFileError as exc:
+        raise QueryFileUsageError(str(exc)) from None
+    settings = state(ctx).settings
+
+    async def go() -> tuple[list[Outcome], list[str]]:
+        async with open_runtime(settings, max_pool=2) as rt:
+            service = SearchService(
+                rt.db.pool,
+                rt.provider,
+                max_snippets=settings.search_max_snippets,
+                snippet_summary=settings.return_snippet_summary,
+                default_content_mode=settings.default_content_mode,
+            )
+            return await run_queries(
+                service, queries, modes=modes or ("hybrid",), collection=collection
+            )
+
+    outcomes, missing = run(go)
+    if as_json:
+        click.echo(json.dumps(report(outcomes, missing), ensure_ascii=False, indent=2))
+        return
+    print_summary(summarise(outcomes))
+    if details:
+        print_details(outcomes)
+    for doc in missing:
+        err.print(f"not in the collection (scored as a miss): {doc}", highlight=False)

@@ -1,0 +1,377 @@
+"""`pgrag eval`: a user's own queries with expected documents, run through the search
+service, scored as hit@1, hit@3, MRR, location accuracy and answer-in-snippet.
+
+Written once and shared by the CLI command and `benchmarks/documents.py`, so the figures a
+user gets for their collection are computed exactly like the published benchmark's.
+
+A query file is JSON Lines, one object per line (blank lines and lines starting with `#`
+are skipped):
+
+    {"query": "hotel cap in Shanghai", "document": "policies/travel.pdf",
+     "location": {"page": 3}, "answer": "950 CNY", "category": "direct"}
+
+`document` is a document id, its path as stored, or its file name. `location` uses the
+fields of a search result's `location` (page, section, sheet, slide, rows as "12" or
+"12-15"); every field given must match. `mode` runs that line in that mode only (regex
+patterns need it); other lines run in each mode asked for (hybrid by default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pgrag.search.engine import SearchService
+from pgrag.search.models import Location, SearchFilters, SearchHit, SearchRequest
+
+EvalMode = Literal["hybrid", "semantic", "keyword", "regex"]
+EVAL_MODES: tuple[str, ...] = ("hybrid", "semantic", "keyword", "regex")
+DEPTH = 10  # results fetched per query: MRR is MRR@10
+_ROWS = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+class QueryFileError(ValueError):
+    """A malformed query file; the message names the line and the problem."""
+
+
+class ExpectedLocation(BaseModel):
+    """Where the answer is, in the notation of search results' `location`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    page: int | None = Field(None, ge=1)
+    section: str | None = None
+    sheet: str | None = None
+    slide: int | None = Field(None, ge=1)
+    rows: str | None = Field(None, description='sheet/CSV rows: "12" or "12-15" (header = 1)')
+
+    @field_validator("rows", mode="before")
+    @classmethod
+    def _rows(cls, v: object) -> object:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if isinstance(v, str) and not _ROWS.match(v):
+            raise ValueError('rows must look like "12" or "12-15"')
+        return v
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in self.model_dump().values())
+
+
+class EvalQuery(BaseModel):
+    """One line of a query file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    document: str = Field(min_length=1, description="expected document: id, path or file name")
+    location: ExpectedLocation | None = None
+    answer: str | None = Field(None, min_length=1)
+    mode: EvalMode | None = None
+    category: str | None = None
+    id: str | None = None
+
+    @field_validator("query", "document")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("is blank")
+        return v
+
+
+def parse_queries(text: str, source: str = "queries") -> list[EvalQuery]:
+    """Every query of a JSONL file; the first bad line raises QueryFileError naming it."""
+    out: list[EvalQuery] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise QueryFileError(f"{source} line {n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(raw, dict):
+            raise QueryFileError(f"{source} line {n}: expected a JSON object")
+        try:
+            out.append(EvalQuery.model_validate(raw))
+        except ValidationError as exc:
+            raise QueryFileError(f"{source} line {n}: {_first_problem(exc)}") from None
+    if not out:
+        raise QueryFileError(f"{source}: no queries")
+    return out
+
+
+def _first_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "missing":
+        return f"missing field '{where}'"
+    if err["type"] == "extra_forbidden":
+        return f"unknown field '{where}'"
+    if err["type"] == "literal_error":
+        return f"'{where}' must be one of {', '.join(EVAL_MODES)} (got {err['input']!r})"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"'{where}' {msg}" if where else msg
+
+
+# ------------------------------------------------------------------------------------------
+# matching
+# ------------------------------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    """Compared without case, width or whitespace: PDF and HTML extraction move spaces."""
+    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _row_range(rows: str | None) -> tuple[int, int] | None:
+    m = _ROWS.match(rows or "")
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2) or m.group(1))
+
+
+def location_matches(expected: ExpectedLocation, actual: Location) -> bool:
+    """Every field the query gives matches the hit; expected rows lie inside the hit's."""
+    if expected.page is not None and actual.page != expected.page:
+        return False
+    if expected.slide is not None and actual.slide != expected.slide:
+        return False
+    if expected.sheet is not None and _norm(actual.sheet or "") != _norm(expected.sheet):
+        return False
+    if expected.section is not None and _norm(actual.section or "") != _norm(expected.section):
+        return False
+    if expected.rows is not None:
+        want, have = _row_range(expected.rows), _row_range(actual.rows)
+        if want is None or have is None or not (have[0] <= want[0] and want[1] <= have[1]):
+            return False
+    return True
+
+
+def shown_text(hit: SearchHit) -> str:
+    """What a reader of the hit sees: its snippets, the matched context and the preview."""
+    parts = [s.content for s in hit.snippets]
+    parts += [hit.matched_context or "", hit.preview]
+    return "\n".join(parts)
+
+
+def answer_in(answer: str, text: str) -> bool:
+    return _norm(answer) in _norm(text)
+
+
+# ------------------------------------------------------------------------------------------
+# languages (script-based: enough to split a benchmark by query x document language)
+# ------------------------------------------------------------------------------------------
+
+
+def detect_language(text: str) -> str:
+    """zh / ja / ko for CJK scripts, en for Latin script (any Latin-script language), or
+    mixed. A CJK character carries about as much as three Latin letters."""
+    han = kana = hangul = latin = 0
+    for ch in text:
+        o = ord(ch)
+        if 0x3040 <= o <= 0x30FF:
+            kana += 1
+        elif 0xAC00 <= o <= 0xD7AF or 0x1100 <= o <= 0x11FF:
+            hangul += 1
+        elif 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF:
+            han += 1
+        elif ch.isalpha() and o < 0x250:
+            latin += 1
+    cjk = 3 * (han + kana + hangul)
+    if cjk + latin == 0:
+        return "en"
+    share = cjk / (cjk + latin)
+    if share <= 0.2:
+        return "en"
+    if share < 0.8:
+        return "mixed"
+    if kana:
+        return "ja"
+    return "ko" if hangul > han else "zh"
+
+
+# ------------------------------------------------------------------------------------------
+# running
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One query in one mode."""
+
+    query: str
+    mode: str
+    category: str
+    document: str
+    query_language: str
+    document_language: str
+    found: bool  # the expected document exists in the collection
+    rank: int | None  # position of the first result from the expected document (1-based)
+    location_ok: bool | None  # None when the query gives no location
+    answer_ok: bool | None  # None when the query gives no answer
+    first_location: dict[str, Any] | None = None  # that result's location
+    top: list[str] = field(default_factory=list)  # paths of the first three results
+    id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_RESOLVE_SQL = """
+SELECT d.id::text, d.path FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE (d.id::text = %(doc)s OR d.path = %(doc)s OR d.name = %(doc)s)
+  AND (%(collection)s::text IS NULL OR c.name = %(collection)s)
+"""
+_DOC_TEXT_SQL = """
+SELECT string_agg(left(u.body, 4000), E'\\n' ORDER BY u.number)
+FROM (SELECT body, number FROM pgrag.units WHERE document_id = ANY(%(ids)s::uuid[])
+      ORDER BY number LIMIT 20) u
+"""
+
+
+async def _resolve(
+    pool: AsyncConnectionPool, documents: Iterable[str], collection: str | None
+) -> dict[str, tuple[set[str], str]]:
+    """Expected document -> (its ids, its language); unknown documents get no ids."""
+    out: dict[str, tuple[set[str], str]] = {}
+    async with pool.connection() as conn:
+        for doc in dict.fromkeys(documents):
+            rows = await (
+                await conn.execute(_RESOLVE_SQL, {"doc": doc, "collection": collection})
+            ).fetchall()
+            ids = {r[0] for r in rows}
+            lang = "unknown"
+            if ids:
+                row = await (await conn.execute(_DOC_TEXT_SQL, {"ids": list(ids)})).fetchone()
+                lang = detect_language(row[0] or "") if row else "unknown"
+            out[doc] = (ids, lang)
+    return out
+
+
+def modes_for(q: EvalQuery, modes: Sequence[str]) -> list[str]:
+    """A line's own mode wins; regex is only run for lines that ask for it."""
+    if q.mode:
+        return [q.mode]
+    return [m for m in modes if m != "regex"]
+
+
+async def run_queries(
+    service: SearchService,
+    queries: Sequence[EvalQuery],
+    *,
+    modes: Sequence[str] = ("hybrid",),
+    collection: str | None = None,
+) -> tuple[list[Outcome], list[str]]:
+    """Every query in its modes through the search service. Returns the outcomes and
+    the expected documents that are not in the collection (scored as misses)."""
+    resolved = await _resolve(service.pool, (q.document for q in queries), collection)
+    outcomes: list[Outcome] = []
+    for q in queries:
+        ids, doc_lang = resolved[q.document]
+        for mode in modes_for(q, modes):
+            page = await service.search(
+                SearchRequest(
+                    query=q.query,
+                    mode=mode,  # type: ignore[arg-type]
+                    limit=DEPTH,
+                    filters=SearchFilters(collection=collection),
+                    max_tokens=25000,
+                ),
+                caller="eval",
+            )
+            outcomes.append(_score(q, mode, ids, doc_lang, page.data.results))
+    missing = [doc for doc, (ids, _) in resolved.items() if not ids]
+    return outcomes, missing
+
+
+def _score(q: EvalQuery, mode: str, ids: set[str], doc_lang: str, hits: list[SearchHit]) -> Outcome:
+    first = next((h for h in hits if h.document_id in ids), None)
+    has_location = q.location is not None and not q.location.is_empty()
+    location_ok = answer_ok = None
+    if has_location:
+        location_ok = first is not None and location_matches(q.location, first.location)  # type: ignore[arg-type]
+    if q.answer:
+        answer_ok = first is not None and answer_in(q.answer, shown_text(first))
+    return Outcome(
+        query=q.query,
+        mode=mode,
+        category=q.category or "uncategorised",
+        document=q.document,
+        query_language=detect_language(q.query) if mode != "regex" else "regex",
+        document_language=doc_lang,
+        found=bool(ids),
+        rank=first.rank if first is not None else None,
+        location_ok=location_ok,
+        answer_ok=answer_ok,
+        first_location=first.location.model_dump(exclude_none=True) if first else None,
+        top=[h.path for h in hits[:3]],
+        id=q.id,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# metrics
+# ------------------------------------------------------------------------------------------
+
+METRICS = ("hit@1", "hit@3", "mrr", "location", "answer")
+
+
+def metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """hit@k and MRR@10 over all outcomes; location and answer accuracy over the outcomes
+    that give one (a query whose document is not returned counts as wrong there too)."""
+    n = len(outcomes)
+    ranks = [o.rank for o in outcomes]
+    loc = [o.location_ok for o in outcomes if o.location_ok is not None]
+    ans = [o.answer_ok for o in outcomes if o.answer_ok is not None]
+
+    def ratio(values: Sequence[bool]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    return {
+        "n": n,
+        "hit@1": ratio([r is not None and r <= 1 for r in ranks]),
+        "hit@3": ratio([r is not None and r <= 3 for r in ranks]),
+        "mrr": round(sum(1 / r for r in ranks if r) / n, 4) if n else None,
+        "location": ratio(loc),
+        "location_n": len(loc),
+        "answer": ratio(ans),
+        "answer_n": len(ans),
+    }
+
+
+def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Per mode: overall, per category and per language pair (query → document)."""
+    by_mode: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_mode[o.mode].append(o)
+    out: dict[str, Any] = {}
+    for mode in sorted(by_mode, key=lambda m: EVAL_MODES.index(m) if m in EVAL_MODES else 99):
+        group = by_mode[mode]
+        cats: dict[str, list[Outcome]] = defaultdict(list)
+        langs: dict[str, list[Outcome]] = defaultdict(list)
+        for o in group:
+            cats[o.category].append(o)
+            langs[f"{o.query_language}→{o.document_language}"].append(o)
+        out[mode] = {
+            "overall": metrics(group),
+            "categories": {c: metrics(v) for c, v in sorted(cats.items())},
+            "languages": {k: metrics(v) for k, v in sorted(langs.items())},
+        }
+    return out
+
+
+def report(outcomes: Sequence[Outcome], missing: Sequence[str]) -> dict[str, Any]:
+    """The JSON of `pgrag eval --json` and of the benchmark."""
+    return {
+        "summary": summarise(outcomes),
+        "missing_documents": list(missing),
+        "queries": [o.as_dict() for o in outcomes],
+    }
