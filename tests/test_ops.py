@@ -31,6 +31,7 @@ from tests.support.servers import free_port, wait_http
 
 MODEL = ["--embedding-model", "hash/384"]
 API_KEY = "ops-test-key"
+ROLE_PASSWORD = "pgrag-limited-role-pw"
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -73,10 +74,11 @@ def test_doctor_names_the_fix_when_pgvector_cannot_be_enabled(
     role = "pgrag_doctor_limited"
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(f"DROP ROLE IF EXISTS {role}")
-        conn.execute(f"CREATE ROLE {role} LOGIN")
+        # with a password: the test server may demand one (PGRAG_TEST_DATABASE_URL)
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{ROLE_PASSWORD}'")
         conn.execute(f'REVOKE CREATE ON DATABASE "{conn.info.dbname}" FROM PUBLIC')
     try:
-        limited = make_conninfo(empty_dsn, user=role)
+        limited = make_conninfo(empty_dsn, user=role, password=ROLE_PASSWORD)
         proc = _pgrag(tmp_path, "--database-url", limited, *MODEL, "doctor")
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:

@@ -25,11 +25,12 @@ async def test_missing_privilege_for_pgvector_says_who_must_fix_it(empty_dsn: st
     role = "pgrag_limited_user"
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(f"DROP ROLE IF EXISTS {role}")
-        conn.execute(f"CREATE ROLE {role} LOGIN")
+        # with a password: the test server may demand one (PGRAG_TEST_DATABASE_URL)
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pgrag-limited-pw'")
         dbname = conn.info.dbname
         conn.execute(f'REVOKE CREATE ON DATABASE "{dbname}" FROM PUBLIC')
     try:
-        limited = psycopg.conninfo.make_conninfo(empty_dsn, user=role)
+        limited = psycopg.conninfo.make_conninfo(empty_dsn, user=role, password="pgrag-limited-pw")
         with pytest.raises(DatabaseError, match="CREATE EXTENSION vector"):
             await prepare(limited)
     finally:
