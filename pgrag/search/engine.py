@@ -151,7 +151,8 @@ class SearchService:
                 hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
             )
             hits = hits[: budget.count]
-            next_offset = offset + len(hits)
+            # ranks are positions in the whole ranking: a row deleted since ranking is skipped
+            next_offset = hits[-1].rank if hits else offset + len(rows)
             has_more = next_offset < total
             token = (
                 (await self.codec(conn)).encode("search", scope_fp, {"o": next_offset})
@@ -269,7 +270,9 @@ class SearchService:
                 "rrf_k": f.rrf_k,
                 "lexical_weight": lexical_weight,
                 "semantic_weight": semantic_weight,
-                "pool_size": min(MAX_POOL, max(f.pool_size, offset + req.limit)),
+                # one pool for the whole walk: a pool that grew with the offset re-ranked
+                # (min-max normalisation, BM25 statistics) and the total drifted between pages
+                "pool_size": min(MAX_POOL, max(f.pool_size, req.limit)),
                 "min_similarity": req.threshold if semantic_weight else None,
                 "embedding_model": self.provider.model if semantic_weight else None,
             }
