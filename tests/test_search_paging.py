@@ -25,7 +25,9 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
+from pgrag.services import documents as docs
 from pgrag.settings import load_settings
+from pgrag.tokens import count_tokens
 from tests.conftest import create_database, drop_database
 
 WORDS = [
@@ -184,3 +186,36 @@ def test_the_corpus_is_bigger_than_the_pool(service: SearchService, portal: Bloc
         return await service.search(SearchRequest(query=QUERIES["hybrid"], limit=5))
 
     assert portal.call(first).data.total_matches > 100
+
+
+def test_full_content_is_the_whole_document_text_cut_to_the_budget(
+    service: SearchService, portal: BlockingPortal, paging_dsn: str
+) -> None:
+    """content_mode=full (seed 003): the document's extracted text, not the hit's chunk."""
+
+    async def run(max_tokens: int) -> Any:
+        return await service.search(
+            SearchRequest(
+                query=QUERIES["keyword"],
+                mode="keyword",
+                content_mode="full",
+                limit=3,
+                max_tokens=max_tokens,
+            )
+        )
+
+    async def whole(doc_id: str) -> str:
+        async with service.pool.connection() as conn:
+            return await docs.extracted_text(conn, doc_id)
+
+    page = portal.call(run, BIG)
+    assert page.data.results
+    for hit in page.data.results:
+        text = portal.call(whole, hit.document_id)
+        assert hit.content == text and hit.content_truncated is False
+        assert text.count("## Part") == 3  # several chunks: a chunk alone would be less
+    small = portal.call(run, 60)
+    hit = small.data.results[0]
+    text = portal.call(whole, hit.document_id)
+    assert hit.content_truncated is True and hit.content and text.startswith(hit.content)
+    assert count_tokens(hit.content) <= 60
