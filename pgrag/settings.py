@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         description="longest `content` (characters) `save_document`/`update_document` accept",
     )
     graph_labels: str = Field(
-        "Person,Organization,Document,Chunk,Concept,Topic,Event,Location",
+        "Entity,Person,Organization,Document,Chunk,Concept,Topic,Event,Location",
         description="comma list of the node labels the `graph` tools accept",
     )
     graph_relationship_types: str = Field(

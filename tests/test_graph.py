@@ -284,6 +284,17 @@ async def test_labels_and_types_outside_the_allow_list_are_forbidden(dsn: str) -
         )
 
 
+async def test_the_seed_examples_work_with_the_default_allow_lists(dsn: str) -> None:
+    """Seed 002's own examples use Entity nodes with RELATED_TO and MENTIONS edges."""
+    async with graph_client(dsn) as c:
+        acme = await node(c, "Entity", "Acme Corp", kind="company")
+        contract = await node(c, "Entity", "Supply contract 2024")
+        await rel(c, contract, acme, "MENTIONS")
+        await rel(c, acme, contract, "RELATED_TO")
+        found = await ok(c, "graph_find_node", label="Entity", name="Acme Corp")
+        assert [i["id"] for i in found["items"]] == [acme]
+
+
 async def test_values_are_data_never_sql(dsn: str) -> None:
     hostile = "x'); DROP TABLE pgrag.graph_nodes; --"
     async with graph_client(dsn) as c:

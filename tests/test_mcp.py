@@ -700,10 +700,13 @@ def _jsonrpc_reply(r: httpx2.Response) -> dict[str, Any]:
     return r.json()  # type: ignore[no-any-return]
 
 
-async def test_unknown_tool_is_an_invalid_argument_envelope(client: Client) -> None:
-    error = await fail(client, "no_such_tool", query="x")
-    assert error["code"] == "INVALID_ARGUMENT"
-    assert "no_such_tool" in error["message"] and "tools/list" in error["message"]
+async def test_unknown_tool_is_a_json_rpc_invalid_params_error(client: Client) -> None:
+    with pytest.raises(MCPError) as info:
+        await client.call_tool("no_such_tool", {"query": "x"})
+    assert info.value.error.code == -32602
+    assert info.value.error.data["code"] == "INVALID_ARGUMENT"
+    assert "no_such_tool" in info.value.error.message
+    assert "tools/list" in info.value.error.message
 
 
 async def test_wrong_argument_types_list_the_fields(client: Client) -> None:
@@ -766,7 +769,7 @@ async def test_requests_without_a_valid_key_are_refused(kb_http: HttpServer) -> 
                 headers={**RAW_HEADERS, **headers},
             )
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
-            assert r.json()["errorCode"] == "UNAUTHORIZED"
+            assert r.json()["error"]["data"]["code"] == "UNAUTHORIZED"  # a JSON-RPC error
             for path in ("/sse", "/api/documents", "/api/status", "/readyz", "/openapi.json"):
                 r = await hc.get(kb_http.base + path, headers=headers)
                 assert r.status_code == 401, path

@@ -27,6 +27,7 @@ from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, PgragError
 from pgrag.http.auth import BearerAuth, parse_api_keys
 from pgrag.http.host_guard import HostGuard, host_policy
+from pgrag.http.jsonrpc import QuietRejections
 from pgrag.http.mcp_mode import ResponseModeRouter
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.mcp.app_state import AppState
@@ -163,6 +164,9 @@ def create_app(
         "/mcp", ResponseModeRouter(_mcp_endpoint(json_http), _mcp_endpoint(stream_http))
     )
     sse = server.sse_app(host=host, transport_security=sdk_security)
+    for route in sse.routes:  # GET /sse: a refused request is answered, not raised
+        if isinstance(route, Route) and route.path == "/sse":
+            route.app = QuietRejections(route.app)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

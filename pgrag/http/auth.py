@@ -10,9 +10,13 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pgrag.http.jsonrpc import send_error
 from pgrag.mcp.auth import set_identity
 
 OPEN_PATHS = {"/healthz"}
+MCP_PATHS = {"/mcp", "/sse"}
+MCP_PREFIXES = ("/messages",)
+UNAUTHORIZED = "Unauthorized: missing or unknown bearer key: send Authorization: Bearer <key>"
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,11 @@ class BearerAuth:
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         key = self._match(token) if token else None
         if key is None:
-            await _unauthorized(send)
+            path = str(scope.get("path", ""))
+            if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
+                await _unauthorized_jsonrpc(send, sent_key=bool(token))
+            else:
+                await _unauthorized(send)
             return
         set_identity(key.caller, key.collections)
         await self.app(scope, receive, send)
@@ -78,7 +86,7 @@ async def _unauthorized(send: Send) -> None:
         {
             "isError": True,
             "errorCode": "UNAUTHORIZED",
-            "errorMessage": "missing or unknown bearer key: send Authorization: Bearer <key>",
+            "errorMessage": UNAUTHORIZED,
             "errorDetails": {},
         }
     ).encode()
@@ -90,3 +98,16 @@ async def _unauthorized(send: Send) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool) -> None:
+    """MCP clients read a JSON-RPC error body on any status: with it they can say that the
+    key is missing or wrong instead of "Server returned an error response"."""
+    await send_error(
+        send,
+        401,
+        -32000,  # implementation-defined server error: JSON-RPC has no code for auth
+        UNAUTHORIZED,
+        data={"code": "UNAUTHORIZED", "reason": "unknown key" if sent_key else "no key"},
+        headers=[(b"www-authenticate", b"Bearer")],
+    )

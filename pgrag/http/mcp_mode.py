@@ -3,9 +3,11 @@
 Stateless Streamable HTTP may answer a POST with a JSON body or with an SSE stream. The
 stream costs the server a writer task and an event encoder per request, about a quarter of
 a search's server CPU (benchmarks/load.py), and carries nothing more unless the request
-holds a progress token: only then can anything (progress notifications) come before the
+holds a progress token (params._meta.progressToken, read from the parsed message, and the
+client accepts a stream): only then can anything (progress notifications) come before the
 result. So such requests go to the streaming transport and every other POST to the JSON
-one. Both are the SDK's own transports on the same server; this only picks one per request.
+one; malformed messages are answered before either (jsonrpc.py). Both are the SDK's own
+transports on the same server; this only picks one per request.
 """
 
 from __future__ import annotations
@@ -15,15 +17,12 @@ from typing import Any
 
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
+from pgrag.http.jsonrpc import check_post, send_error
+
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
-
-# A JSON-RPC request asks for progress with params._meta.progressToken. Looking for the key
-# in the raw body may also match a query that merely contains the word; such a request is
-# then streamed, which is still a correct answer.
-PROGRESS_MARKER = b"progressToken"
 
 
 class ResponseModeRouter:
@@ -44,9 +43,15 @@ class ResponseModeRouter:
             return
         messages, body, complete = await _peek_body(receive, self.max_peek_bytes)
         replay = _replaying(messages, receive)
-        # an unread (oversized or disconnected) body: the streaming app applies its limits
-        wants_stream = not complete or PROGRESS_MARKER in body
-        await (self.stream_app if wants_stream else self.json_app)(scope, replay, send)
+        if not complete:  # oversized or disconnected: the streaming app applies its limits
+            await self.stream_app(scope, replay, send)
+            return
+        checked = check_post(scope, body)
+        if checked.rejection is not None:
+            r = checked.rejection
+            await send_error(send, r.status, r.code, r.message, id=r.id)
+            return
+        await (self.stream_app if checked.wants_progress else self.json_app)(scope, replay, send)
 
 
 async def _peek_body(receive: Receive, limit: int) -> tuple[list[Message], bytes, bool]:

@@ -22,6 +22,14 @@ log = logging.getLogger(__name__)
 CHANNEL = "pgrag_documents"
 DEBOUNCE_S = 0.5  # one notification per burst of document writes
 MAX_SESSIONS = 1000
+# The documents that have been ingested (or failed) with their identity and content: a new
+# file is first written as `processing` and then finished, two statements and often two
+# bursts, but one change. Only a change of this state is announced.
+STATE_SQL = """
+SELECT count(*), coalesce(sum(hashtextextended(
+           d.id::text || '|' || d.path || '|' || d.content_hash, 0)), 0)
+FROM pgrag.documents d WHERE d.content_hash IS NOT NULL
+"""
 
 
 class ChangeRelay:
@@ -31,6 +39,7 @@ class ChangeRelay:
         self.sessions: dict[int, Any] = {}
         self.bus: Any = None
         self.notified = 0
+        self._state: tuple[int, int] | None = None  # STATE_SQL when last announced
 
     def remember(self, session: Any) -> None:
         log.debug("remember session %r", type(session).__name__)
@@ -53,12 +62,14 @@ class ChangeRelay:
     async def listen(self, dsn: str) -> None:
         """LISTEN until cancelled; reconnect when the database goes away."""
         pending = asyncio.Event()
-        sender = asyncio.create_task(self._send_when(pending))
+        sender = asyncio.create_task(self._send_when(pending, dsn))
         try:
             while True:
                 try:
                     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                         await conn.execute(f"LISTEN {CHANNEL}")
+                        if self._state is None:
+                            self._state = await _documents_state(conn)
                         async for _ in conn.notifies():
                             pending.set()
                 except asyncio.CancelledError:
@@ -69,12 +80,25 @@ class ChangeRelay:
         finally:
             sender.cancel()
 
-    async def _send_when(self, pending: asyncio.Event) -> None:
+    async def _send_when(self, pending: asyncio.Event, dsn: str) -> None:
         while True:
             await pending.wait()
             await asyncio.sleep(DEBOUNCE_S)
             pending.clear()
+            try:
+                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                    state = await _documents_state(conn)
+            except psycopg.Error:
+                state = None  # cannot tell: announce rather than miss a change
+            if state is not None and state == self._state:
+                continue
+            self._state = state
             await self.broadcast()
+
+
+async def _documents_state(conn: psycopg.AsyncConnection) -> tuple[int, int]:
+    row = await (await conn.execute(STATE_SQL)).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 @contextlib.asynccontextmanager

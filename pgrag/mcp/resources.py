@@ -9,8 +9,9 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from psycopg.rows import dict_row
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, NotFound, PgragError
@@ -20,12 +21,18 @@ from pgrag.services import documents as docs
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
 LIST_PAGE = 100
 
+# Keyset paging on (path, id): a total order. Paths repeat across collections, and a cursor
+# that kept only the last path skipped the other collections' documents with that path.
 LIST_RESOURCES_SQL = """
-SELECT d.id::text, d.name, d.path, d.file_type, d.title, d.size_bytes
+SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
+       d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
+       d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
-WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[])) AND d.path > %(after)s
-ORDER BY d.path LIMIT %(limit)s
+WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+  AND (d.path, d.id) > (%(after)s, %(after_id)s::uuid)
+ORDER BY d.path, d.id LIMIT %(limit)s
 """
+NO_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def _mcp_error(exc: PgragError, uri: str) -> MCPError:
@@ -40,6 +47,17 @@ def _json_default(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
+def document_body(doc: docs.DocumentRef) -> str:
+    """What `pgrag://documents/{id}` returns (also measured for the listing's `size`)."""
+    body = {
+        "metadata": docs.metadata(doc),
+        "outline": doc.row["outline"] or {},
+        "status": doc.row["status"],
+        "error_code": doc.row["error_code"],
+    }
+    return json.dumps(body, ensure_ascii=False, default=_json_default)
+
+
 def register_resources(server: MCPServer[Any]) -> None:
     @server.resource(
         "pgrag://documents/{document_id}",
@@ -49,13 +67,7 @@ def register_resources(server: MCPServer[Any]) -> None:
     )
     async def document(document_id: str, ctx: Context[Any, Any]) -> str:
         doc, _ = await _read(ctx, document_id, f"pgrag://documents/{document_id}", with_text=False)
-        body = {
-            "metadata": docs.metadata(doc),
-            "outline": doc.row["outline"] or {},
-            "status": doc.row["status"],
-            "error_code": doc.row["error_code"],
-        }
-        return json.dumps(body, ensure_ascii=False, default=_json_default)
+        return document_body(doc)
 
     @server.resource(
         "pgrag://documents/{document_id}/content",
@@ -81,8 +93,12 @@ async def _read(
                 return doc, None
             docs.require_ready(doc)
             return doc, await docs.extracted_text(conn, doc.id)
-    except NotFound as exc:
-        raise ResourceNotFoundError(exc.message) from exc
+    except NotFound as exc:  # the spec's "resource not found", with our stable code
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=exc.message,
+            data={"code": str(exc.code), "uri": uri, **exc.detail},
+        ) from exc
     except PgragError as exc:
         raise _mcp_error(exc, uri) from exc
 
@@ -90,35 +106,45 @@ async def _read(
 async def list_document_resources(
     state: Any, scope: list[str] | None, cursor: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of documents as resources; the cursor is the last path (signed)."""
-    after = ""
+    """One page of documents as resources; the cursor is the last (path, id) (signed). Each
+    resource's `size` is the byte length of what its URI returns (the JSON document body),
+    not the source file's."""
+    after, after_id = "", NO_ID
     if cursor:
         try:
-            after = str(state.codec.decode(cursor, "resources/list", "documents").get("after", ""))
+            position = state.codec.decode(cursor, "resources/list", "documents")
+            after = str(position.get("after", ""))
+            after_id = str(position.get("id", NO_ID))
         except PgragError as exc:
             raise MCPError(
-                code=-32602, message=exc.message, data={"code": str(ErrorCode.INVALID_ARGUMENT)}
+                code=INVALID_PARAMS,
+                message=exc.message,
+                data={"code": str(ErrorCode.INVALID_ARGUMENT)},
             ) from exc
-    async with scoped_connection(state.pool, scope) as conn:
-        rows = await (
-            await conn.execute(
-                LIST_RESOURCES_SQL, {"scope": scope, "after": after, "limit": LIST_PAGE + 1}
-            )
-        ).fetchall()
+    args = {"scope": scope, "after": after, "after_id": after_id, "limit": LIST_PAGE + 1}
+    async with (
+        scoped_connection(state.pool, scope) as conn,
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        await cur.execute(LIST_RESOURCES_SQL, args)
+        rows = await cur.fetchall()
     items = [
         {
-            "uri": f"pgrag://documents/{r[0]}",
-            "name": r[2],
-            "title": r[4] or r[1],
+            "uri": f"pgrag://documents/{r['document_id']}",
+            "name": r["path"],
+            "title": r["title"] or r["name"],
             "mime_type": "application/json",
-            "size": r[5],
-            "description": f"{r[3]} document {r[2]}",
+            "size": len(document_body(docs.DocumentRef(r)).encode()),
+            "description": f"{r['file_type']} document {r['path']}",
         }
         for r in rows[:LIST_PAGE]
     ]
+    last = rows[LIST_PAGE - 1] if len(rows) > LIST_PAGE else None
     next_cursor = (
-        state.codec.encode("resources/list", "documents", {"after": rows[LIST_PAGE - 1][2]})
-        if len(rows) > LIST_PAGE
+        state.codec.encode(
+            "resources/list", "documents", {"after": last["path"], "id": last["document_id"]}
+        )
+        if last is not None
         else None
     )
     return items, next_cursor

@@ -6,16 +6,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ListResourcesResult, Resource, Tool
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    ListResourcesResult,
+    Resource,
+    ServerCapabilities,
+    Tool,
+)
 
 from pgrag import __version__
-from pgrag.errors import InvalidArgument
+from pgrag.errors import ErrorCode, InvalidArgument
 from pgrag.mcp.app_state import AppState
 from pgrag.mcp.auth import current_scope
 from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
@@ -49,6 +58,12 @@ class PgragServer(MCPServer[AppState]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._compact_schemas: dict[str, dict[str, Any]] = {}
+        low = self._lowlevel_server
+        # pgrag has no prompts: not advertised, and prompts/* answer -32601 (method not found)
+        for method in ("prompts/list", "prompts/get"):
+            low._request_handlers.pop(method, None)
+        low.get_capabilities = _truthful_capabilities(low.get_capabilities)  # type: ignore[method-assign]
+        low.middleware.append(_ProtocolChecks())
 
     async def list_tools(self) -> list[Tool]:
         """Output schemas published self-contained and cheap to validate (output_schema.py);
@@ -63,12 +78,19 @@ class PgragServer(MCPServer[AppState]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
-        _remember_session(context)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if cause is None and "Unknown tool" not in str(exc):
+            if cause is None and "Unknown tool" in str(exc):
+                # the spec's answer to a tool that does not exist: a protocol error, not a
+                # failed execution (those keep the envelope with isError)
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"Unknown tool: {name}: call tools/list for the available tools",
+                    data={"code": str(ErrorCode.INVALID_ARGUMENT), "tool": name},
+                ) from None
+            if cause is None:
                 raise
             detail: dict[str, Any] = {"tool": name}
             if cause is not None and hasattr(cause, "errors"):
@@ -80,12 +102,21 @@ class PgragServer(MCPServer[AppState]):
                     f"{d['field']}: {d['problem']}" for d in detail["errors"]
                 )
             else:
-                message = f"unknown tool '{name}': call tools/list for the available tools"
+                message = f"invalid arguments for {name}: {cause}"
             return _error_result(InvalidArgument(message, detail=detail), started)
 
+    async def _handle_read_resource(self, ctx: Any, params: Any) -> Any:
+        """Resource errors carry the stable code in error.data, like tool envelopes do."""
+        try:
+            return await super()._handle_read_resource(ctx, params)
+        except MCPError as exc:
+            data = dict(exc.error.data) if isinstance(exc.error.data, dict) else {}
+            if "code" not in data:
+                found = exc.error.code == INVALID_PARAMS
+                data["code"] = str(ErrorCode.NOT_FOUND if found else ErrorCode.INTERNAL)
+            raise MCPError(code=exc.error.code, message=exc.error.message, data=data) from None
+
     async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
-        with contextlib.suppress(Exception):
-            ctx.lifespan_context.relay.remember(ctx.session)
         cursor = getattr(params, "cursor", None) if params else None
         items, next_cursor = await list_document_resources(
             ctx.lifespan_context, current_scope(), cursor
@@ -96,10 +127,50 @@ class PgragServer(MCPServer[AppState]):
         )
 
 
-def _remember_session(context: Any) -> None:
-    """Handshake-era sessions get list_changed notifications on their own channel."""
-    with contextlib.suppress(Exception):
-        context.request_context.lifespan_context.relay.remember(context.request_context.session)
+UNPAGED_LISTS = {"tools/list", "resources/templates/list"}
+
+
+class _ProtocolChecks:
+    """Runs before every request's handler, on every transport."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "initialize":
+            # handshake-era sessions get list_changed on their own channel from the start,
+            # whatever they call (2026-07-28 clients subscribe with subscriptions/listen)
+            with contextlib.suppress(Exception):
+                ctx.lifespan_context.relay.remember(ctx.session)
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        if ctx.method in UNPAGED_LISTS and params.get("cursor") is not None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"invalid cursor: {ctx.method} has a single page, call it without one",
+                data={"code": str(ErrorCode.INVALID_ARGUMENT), "field": "cursor"},
+            )
+        return await call_next(ctx)
+
+
+def _truthful_capabilities(get: Callable[..., ServerCapabilities]) -> Callable[..., Any]:
+    """Advertise what is sent: documents changing send resources list_changed (notify.py);
+    the tool list never changes while the server runs."""
+
+    def capabilities(
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> ServerCapabilities:
+        caps = get(
+            NotificationOptions(resources_changed=True),
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        if caps.tools is not None:
+            caps.tools.list_changed = False
+        return caps
+
+    return capabilities
 
 
 def _error_result(exc: InvalidArgument, started: float) -> CallToolResult:

@@ -29,6 +29,8 @@ from pgrag.search.keywords import (
 )
 from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
+from pgrag.services import documents as docs
+from pgrag.tokens import encoding
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,17 @@ CONTEXT_CHARS = 200  # context.before / context.after
 PREVIEW_CHARS = 240
 MAX_POOL = 1000
 DOCUMENT_SNIPPETS = 3  # scope=documents: each document's best snippets, so a page holds several
+
+
+HIT_RESERVE = 300  # tokens of a hit besides its full text (ids, location, metadata)
+
+
+def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
+    """The text, or its first `limit` tokens when longer (and whether it was cut)."""
+    tokens = encoding().encode_ordinary(text)
+    if len(tokens) <= limit:
+        return text, False
+    return encoding().decode(tokens[:limit]), True
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,8 @@ class SearchService:
                 hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
             )
             hits = hits[: budget.count]
-            next_offset = offset + len(hits)
+            # ranks are positions in the whole ranking: a row deleted since ranking is skipped
+            next_offset = hits[-1].rank if hits else offset + len(rows)
             has_more = next_offset < total
             token = (
                 (await self.codec(conn)).encode("search", scope_fp, {"o": next_offset})
@@ -270,7 +284,9 @@ class SearchService:
                 "rrf_k": f.rrf_k,
                 "lexical_weight": lexical_weight,
                 "semantic_weight": semantic_weight,
-                "pool_size": min(MAX_POOL, max(f.pool_size, offset + req.limit)),
+                # one pool for the whole walk: a pool that grew with the offset re-ranked
+                # (min-max normalisation, BM25 statistics) and the total drifted between pages
+                "pool_size": min(MAX_POOL, max(f.pool_size, req.limit)),
                 "min_similarity": req.threshold if semantic_weight else None,
                 "embedding_model": self.provider.model if semantic_weight else None,
                 # the semantic leg compares each side with its language's mean vector
@@ -302,6 +318,11 @@ class SearchService:
         details = {d[0]: d for d in detail_rows}
         content_mode = req.content_mode or self.default_content_mode
         keywords = extract_keywords(req.query) if mode != "regex" else []
+        full_texts: dict[str, tuple[str, bool]] = {}
+        if content_mode == "full":
+            for doc_id in {details[r[1]][1] for r in rows if r[1] in details}:
+                text = await docs.extracted_text(conn, doc_id)
+                full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
         hits = []
         for r in rows:
             rank, best_id, _doc, lrank, lscore, srank, sscore, fused, _total, rx, ids = r
@@ -318,6 +339,7 @@ class SearchService:
                     hit_chunks,
                     keywords,
                     content_mode,
+                    full_texts.get(d[1]),
                     Explain(
                         lexical_rank=lrank,
                         lexical_score=lscore,
@@ -356,6 +378,7 @@ class SearchService:
         chunks: list[tuple[Any, ...]],
         keywords: list[str],
         content_mode: str,
+        full_text: tuple[str, bool] | None,
         explain: Explain,
     ) -> SearchHit:
         (
@@ -438,7 +461,8 @@ class SearchService:
             preview=" ".join(preview_src.split())[:PREVIEW_CHARS],
             snippets=snippets,
             matched_context=summary(snippets) if snippets and self.snippet_summary else None,
-            content="\n\n".join(ch[9] for ch in chunks) if content_mode == "full" else None,
+            content=full_text[0] if full_text else None,
+            content_truncated=full_text[1] if full_text else None,
             context=Context(
                 before=window[max(0, lo - CONTEXT_CHARS) : max(lo, 0)].lstrip(),
                 after=window[hi : hi + CONTEXT_CHARS].rstrip(),

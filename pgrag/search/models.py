@@ -60,7 +60,8 @@ class SearchRequest(BaseModel):
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")
     filters: SearchFilters = Field(default_factory=SearchFilters)
     content_mode: ContentMode | None = Field(
-        None, description="smart_extract: keyword snippets (default); full: whole chunk text; none"
+        None,
+        description="smart_extract: keyword snippets (default); full: the document's whole text; none",
     )
     context_chars: int = Field(400, ge=0, le=4000, description="characters around each keyword")
     merge_overlapping: bool = Field(True, description="merge snippets less than 50 chars apart")
@@ -147,7 +148,14 @@ class SearchHit(BaseModel):
     preview: str
     snippets: list[Snippet] = Field(default_factory=list)
     matched_context: str | None = None
-    content: str | None = None
+    content: str | None = Field(
+        None,
+        description="content_mode=full: the document's whole extracted text (seed 003), cut "
+        "to the page's token budget",
+    )
+    content_truncated: bool | None = Field(
+        None, description="full text cut to the budget: read the rest with get_document_data"
+    )
     context: Context = Field(default_factory=Context)
     metadata: dict[str, object] = Field(default_factory=dict)
     explain: Explain | None = None

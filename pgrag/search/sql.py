@@ -19,17 +19,36 @@ FROM pgrag.hybrid_search_documents(
     query_lang => %(query_lang)s)
 """
 
-REGEX_SQL = """
+# pgrag.regex_search orders by matches, path and chunk position; two collections can hold
+# the same path, and such ties came back in a different order from one call to the next
+# (pages repeated and skipped hits). The chunk id settles them, so every page of a walk
+# reads one ranking.
+_REGEX_RANKED = """
+WITH ranked AS (
+    SELECT row_number() OVER (ORDER BY r.matches DESC, d.path, c.ordinal, r.chunk_id)::int
+               AS rank,
+           r.chunk_id, r.document_id, r.matches, r.total_candidates
+    FROM pgrag.regex_search(%(pattern)s, 2147483647, %(collection_ids)s, %(filters)s, 0) r
+    JOIN pgrag.chunks c ON c.id = r.chunk_id
+    JOIN pgrag.documents d ON d.id = r.document_id
+)"""
+
+REGEX_SQL = (
+    _REGEX_RANKED
+    + """
 SELECT rank, chunk_id, document_id, NULL::int, NULL::float4, NULL::int, NULL::float8,
        NULL::float8, total_candidates, matches, NULL::bigint[]
-FROM pgrag.regex_search(%(pattern)s, %(match_count)s, %(collection_ids)s, %(filters)s,
-                        %(match_offset)s)
+FROM ranked
+ORDER BY rank
+LIMIT %(match_count)s OFFSET %(match_offset)s
 """
+)
 
-REGEX_DOCUMENTS_SQL = """
-WITH hits AS (
+REGEX_DOCUMENTS_SQL = (
+    _REGEX_RANKED
+    + """, hits AS (
     SELECT r.*, row_number() OVER (PARTITION BY r.document_id ORDER BY r.rank) AS nth
-    FROM pgrag.regex_search(%(pattern)s, 100000, %(collection_ids)s, %(filters)s, 0) r
+    FROM ranked r
 ), docs AS (
     SELECT b.document_id, b.chunk_id, b.rank AS best_rank,
            (SELECT sum(x.matches) FROM hits x WHERE x.document_id = b.document_id)::int AS n,
@@ -44,6 +63,7 @@ FROM docs d
 ORDER BY d.n DESC, d.best_rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
 """
+)
 
 # 0 when the query is unusable (sql/functions/20_lexical.sql)
 LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"

@@ -171,13 +171,16 @@ def _came_up(proc: subprocess.Popen[bytes], url: str, timeout: float = 120.0) ->
 
 
 @contextlib.contextmanager
-def http_server(dsn: str, *flags: str, env: dict[str, str] | None = None) -> Iterator[HttpServer]:
-    """`pgrag serve --transport http` on a free port until the block ends."""
+def http_server(
+    dsn: str, *flags: str, env: dict[str, str] | None = None, log_path: Path | None = None
+) -> Iterator[HttpServer]:
+    """`pgrag serve --transport http` on a free port until the block ends (its output in
+    `log_path` when given, for tests that read the server's log)."""
     port = free_port()
     cmd = pgrag_cmd(
         "--database-url", dsn, *flags, "serve", "--transport", "http", "--port", str(port)
     )
-    with tempfile.TemporaryFile() as log:
+    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(**(env or {}))
         )
