@@ -181,7 +181,7 @@ async def rest_client(dsn: str) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://pgrag.test", timeout=60) as c,
+        httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=60) as c,
     ):
         yield c
 
