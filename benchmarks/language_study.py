@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import beir_io
 import support
 
 from pgrag.language import detect_language
 
+beir_io = support.beir_io  # next to the data, on the path support sets
 SET = "xquad-mixed"
 
 
