@@ -12,7 +12,6 @@ global mean, and a per-language score shift. About 3 minutes on 2 cores the firs
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -28,28 +27,6 @@ beir_io = support.beir_io  # next to the data, on the path support sets
 SET = "xquad-mixed"
 
 
-async def _passages(texts: list[str]) -> np.ndarray:
-    from pgrag.embeddings.local import LocalE5Provider
-
-    provider = LocalE5Provider()
-    try:
-        return await provider.embed_passages(texts)
-    finally:
-        await provider.aclose()
-
-
-def passage_vectors(ids: list[str], texts: list[str]) -> np.ndarray:
-    path = support.CACHE / f"{SET}.passages.npz"
-    if path.exists():
-        with np.load(path) as z:
-            if z["ids"].tolist() == ids:
-                return z["vectors"].astype(np.float32)
-    vectors = asyncio.run(_passages(texts))
-    support.CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, ids=np.array(ids), vectors=vectors)
-    return vectors.astype(np.float32)
-
-
 def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
@@ -59,7 +36,7 @@ def main() -> None:
     corpus = beir_io.load_corpus(str(root))
     queries = beir_io.load_queries(str(root))
     ids = list(corpus)
-    docs = unit(passage_vectors(ids, [corpus[i]["text"] for i in ids]))
+    docs = unit(support.passage_vectors(SET, ids, [corpus[i]["text"] for i in ids]))
     qids = list(queries)
     qtext = {q: queries[q] if isinstance(queries[q], str) else queries[q]["text"] for q in qids}
     qv, _ = support.query_vectors(SET, qtext)

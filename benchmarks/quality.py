@@ -6,6 +6,11 @@ vectors, then the judged queries through pgrag.hybrid_search in keyword, semanti
 hybrid modes, and in the same process bm25s over pgrag's own lexemes and exact cosine
 over the same vectors. Prints nDCG@10 / Recall@100, ratios and latencies; writes JSON.
 
+A set may name its vector file: `scifact:full` uses scifact/embeddings/*full* (full
+passages, as ingestion sees SciFact), plain `scifact` the 192-character file. xquad-mixed
+has no precomputed vectors: the bundled model embeds its 240 paragraphs once (cached), and
+its results are also split into `cross` (question in the other language) and `same`.
+
     python benchmarks/quality.py --sets scifact --max-queries 100
     python benchmarks/quality.py --sets scifact,xquad-zh,xquad-en2zh,cmrc2018-dev --label after
 """
@@ -30,13 +35,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baselines
 import support
 
-DEFAULT_SETS = "scifact,xquad-zh,xquad-en2zh,cmrc2018-dev"
+from pgrag.language import detect_language
+
+DEFAULT_SETS = "scifact,scifact:full,xquad-zh,xquad-en2zh,cmrc2018-dev,xquad-mixed"
+DEFAULT_VECTORS = {"scifact": "trunc192"}
+SUBSETS = {"xquad-mixed": ("cross", "same")}  # further qrels files reported apart
 DEFAULT_SPLIT = {"cmrc2018-dev": "dev"}
 DEPTH = 100  # Recall@100 needs 100 results
 
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, %(embedding)s, %(depth)s, NULL, '{{}}'::jsonb, 60, %(lw)s, %(sw)s, 100{extra})
+    %(query)s, %(embedding)s, %(depth)s, NULL, '{{}}'::jsonb, 60, %(lw)s, %(sw)s, 100,
+    query_lang => %(query_lang)s{extra})
 """
 HAS_FUSION_ARG_SQL = """
 SELECT coalesce(bool_or('fusion' = ANY (proargnames)), false) FROM pg_proc p
@@ -94,6 +104,7 @@ def run_mode(
             "depth": DEPTH,
             "lw": mode.lexical_weight,
             "sw": mode.semantic_weight,
+            "query_lang": detect_language(text),
         }
         for text, vec in zip(queries.values(), vectors, strict=True)
     ]
@@ -124,7 +135,14 @@ async def end_to_end(dsn: str, texts: list[str]) -> dict[str, list[float]]:
             t0 = time.perf_counter()
             vec = await provider.embed_query(text)
             t1 = time.perf_counter()
-            params = {"query": text, "embedding": vec, "depth": 10, "lw": 1.0, "sw": 1.0}
+            params = {
+                "query": text,
+                "embedding": vec,
+                "depth": 10,
+                "lw": 1.0,
+                "sw": 1.0,
+                "query_lang": detect_language(text),
+            }
             await (await conn.execute(sql, params)).fetchall()
             t2 = time.perf_counter()
             out["model"].append(t1 - t0)
@@ -138,10 +156,11 @@ def ratio(a: float, b: float) -> float | None:
     return round(a / b, 4) if b else None
 
 
-def bench_set(admin: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
+def bench_set(admin: str, spec: str, args: argparse.Namespace) -> dict[str, Any]:
+    name, _, vectors = spec.partition(":")
     split = args.split or DEFAULT_SPLIT.get(name, "test")
-    s = support.load_set(name, split, args.max_queries)
-    print(f"\n== {name} ({split}): {len(s.doc_ids)} passages, {len(s.queries)} queries", flush=True)
+    s = support.load_set(name, split, args.max_queries, vectors or DEFAULT_VECTORS.get(name))
+    print(f"\n== {spec} ({split}): {len(s.doc_ids)} passages, {len(s.queries)} queries", flush=True)
     dsn = support.fresh_database(admin, f"pgrag_bench_{name.replace('-', '_')}")
     try:
         return _bench_loaded(dsn, s, split, args)
@@ -155,6 +174,10 @@ def _bench_loaded(
     loaded = support.load_corpus(dsn, s.titles, s.texts, s.vectors, s.doc_ids)
     print(f"   loaded in {loaded.timings}", flush=True)
     qvec, model_s = support.query_vectors(s.name, s.queries)
+    subsets = {
+        sub: support.beir_io.load_qrels(str(support.DATA / s.name), sub)
+        for sub in SUBSETS.get(s.name, ())
+    }
     out: dict[str, Any] = {
         "split": split,
         "passages": len(s.doc_ids),
@@ -171,6 +194,10 @@ def _bench_loaded(
                 **support.evaluate(run, s.qrels),
                 "sql_latency": support.percentiles_ms(seconds),
             }
+            for sub, qrels in subsets.items():
+                judged = {q: qrels[q] for q in run if q in qrels}
+                scores = support.evaluate({q: run[q] for q in judged}, judged)
+                out.setdefault("subsets", {}).setdefault(sub, {})[mode.name] = scores
         bm25, bm25_s = baselines.bm25_run(conn, loaded.collection_id, loaded.chunk_doc, s.queries)
     out["modes"]["bm25s"] = {
         **support.evaluate(bm25, s.qrels),
@@ -179,12 +206,19 @@ def _bench_loaded(
     ranked = baselines.exact_cosine_run(qvec, s.vectors, s.doc_ids)
     exact = dict(zip(s.queries, ranked, strict=True))
     out["modes"]["exact_cosine"] = support.evaluate(exact, s.qrels)
+    for sub, qrels in subsets.items():
+        judged = {q: qrels[q] for q in exact if q in qrels}
+        out["subsets"][sub]["exact_cosine"] = support.evaluate(
+            {q: exact[q] for q in judged}, judged
+        )
     e2e = asyncio.run(end_to_end(dsn, list(s.queries.values())[: args.e2e_queries]))
     out["end_to_end_hybrid"] = {k: support.percentiles_ms(v) for k, v in e2e.items()}
     if model_s:
         out["query_embedding_all"] = support.percentiles_ms(model_s)
     out["ratios"] = ratios(out["modes"])
     print_set(s.name, out)
+    for sub, by_mode in out.get("subsets", {}).items():
+        print(f"   {sub}: " + ", ".join(f"{m} {v['nDCG@10']:.4f}" for m, v in by_mode.items()))
     return out
 
 
@@ -256,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     with support.server(args.dsn) as admin:
         result["environment"] = environment(admin)
         result["max_queries"] = args.max_queries
-        for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-            result["sets"][name] = bench_set(admin, name, args)
+        for spec in [s.strip() for s in args.sets.split(",") if s.strip()]:
+            result["sets"][spec] = bench_set(admin, spec, args)
             result["wall_s"] = round(time.perf_counter() - started, 1)
             save(args.out, args.label, result)  # after every set: a failure keeps the rest
     print(f"\nwrote {args.out} [{args.label}] in {result['wall_s']} s")

@@ -27,6 +27,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgrag.language import detect_language
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # see pgrag.embeddings.local.shared_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,8 +112,12 @@ class BeirSet:
     embedding_note: str  # what text the precomputed passage vectors embed
 
 
-def load_set(name: str, split: str, max_queries: int | None = None) -> BeirSet:
-    """Corpus, judged queries of `split` and the precomputed passage vectors."""
+def load_set(
+    name: str, split: str, max_queries: int | None = None, vectors: str | None = None
+) -> BeirSet:
+    """Corpus, judged queries of `split` and the passage vectors: the set's precomputed
+    file whose name contains `vectors` (else its first), or, for a set without any
+    (xquad-mixed), the bundled model's vectors of the full passages, cached."""
     root = DATA / name
     corpus = beir_io.load_corpus(str(root))
     all_queries = beir_io.load_queries(str(root))
@@ -120,13 +126,19 @@ def load_set(name: str, split: str, max_queries: int | None = None) -> BeirSet:
     if max_queries:
         qids = qids[:max_queries]
     qrels = {q: qrels[q] for q in qids}
-    npy = sorted((root / "embeddings").glob("*.npy"))[0]
-    meta = json.loads(npy.with_name(npy.name.replace(".f16.npy", ".json")).read_text())
-    vectors = np.load(npy).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = list(corpus)
-    if vectors.shape[0] != len(ids):
-        raise ValueError(f"{npy}: {vectors.shape[0]} rows for {len(ids)} documents")
+    files = sorted(p for p in (root / "embeddings").glob("*.npy") if (vectors or "") in p.name)
+    if files:
+        npy = files[0]
+        meta = json.loads(npy.with_name(npy.name.replace(".f16.npy", ".json")).read_text())
+        vecs = np.load(npy).astype(np.float32)
+        note = f"{npy.name}: {meta['input']}"
+    else:
+        vecs = passage_vectors(name, ids, [embed_text("", corpus[i]["text"]) for i in ids])
+        note = "bundled model, full passages, computed here (cached)"
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    if vecs.shape[0] != len(ids):
+        raise ValueError(f"{name}: {vecs.shape[0]} vectors for {len(ids)} documents")
     return BeirSet(
         name=name,
         doc_ids=ids,
@@ -134,8 +146,8 @@ def load_set(name: str, split: str, max_queries: int | None = None) -> BeirSet:
         texts=[corpus[i]["text"] for i in ids],
         queries={q: all_queries[q] for q in qids},
         qrels=qrels,
-        vectors=vectors,
-        embedding_note=f"{npy.name}: {meta['input']}",
+        vectors=vecs,
+        embedding_note=note,
     )
 
 
@@ -148,7 +160,7 @@ DOCUMENTS_COPY = (
 UNITS_COPY = "COPY pgrag.units (document_id, kind, number, title, body) FROM STDIN"
 CHUNKS_COPY = (
     "COPY pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,"
-    " content_hash, token_count, char_start, char_end) FROM STDIN"
+    " content_hash, token_count, char_start, char_end, lang) FROM STDIN"
 )
 EMBEDDINGS_COPY = "COPY pgrag.embeddings (set_id, chunk_id, embedding) FROM STDIN (FORMAT BINARY)"
 DROP_INDEX_SQL = "DROP INDEX IF EXISTS pgrag.{}"
@@ -266,8 +278,9 @@ def _copy_chunks(
         for u, title, text in zip(uuids, titles, texts, strict=True):
             digest = hashlib.sha256(embed_text(title, text).encode()).digest()
             tokens = max(1, round(len(text.split()) * 1.3))  # estimate: paging only
+            lang = detect_language(text)  # as ingestion does (pgrag.store.documents)
             copy.write_row(
-                (u, cid, unit_of[u], 1, title or None, text, digest, tokens, 0, len(text))
+                (u, cid, unit_of[u], 1, title or None, text, digest, tokens, 0, len(text), lang)
             )
 
 
@@ -278,6 +291,29 @@ def copy_embeddings(
         copy.set_types(["int8", "int8", "vector"])
         for chunk_id, vec in rows:
             copy.write_row((set_id, chunk_id, vec.astype(np.float32)))
+
+
+def passage_vectors(set_name: str, ids: list[str], texts: list[str]) -> np.ndarray:
+    """Passage embeddings by the bundled model, cached on disk per set."""
+    path = CACHE / f"{set_name}.passages.npz"
+    if path.exists():
+        with np.load(path) as z:
+            if z["ids"].tolist() == ids:
+                return z["vectors"].astype(np.float32)
+    vectors = asyncio.run(_embed_passages(texts))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.savez(path, ids=np.array(ids), vectors=vectors)
+    return vectors.astype(np.float32)
+
+
+async def _embed_passages(texts: list[str]) -> np.ndarray:
+    from pgrag.embeddings.local import LocalE5Provider
+
+    provider = LocalE5Provider()
+    try:
+        return await provider.embed_passages(texts)
+    finally:
+        await provider.aclose()
 
 
 # -- query vectors -----------------------------------------------------------------------

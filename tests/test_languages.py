@@ -15,8 +15,10 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.embeddings.local import LocalE5Provider
 from pgrag.ingest.pipeline import Ingestor
+from pgrag.ingest.reindex import reindex
 from pgrag.language import detect_language
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
@@ -245,8 +247,21 @@ async def test_means_follow_inserts_changes_deletes_and_reindex(
         with psycopg.connect(url, autocommit=True) as conn:
             means = conn.execute(MEANS_SQL, ("kb",)).fetchall()
             assert means == [("en", 5, True), ("zh", 1, False)]  # too few for a mean of its own
-            folded = conn.execute("SELECT pgrag.compact_language_sums()").fetchone()[0]
-            assert folded > 0
-        assert consistent() == [("en", 5), ("zh", 1)]
+            # every ingestion run ends compacted: one row per set and language
+            rows = conn.execute(
+                "SELECT count(*), count(DISTINCT (set_id, lang)) FROM pgrag.language_sums"
+            ).fetchone()
+            assert rows[0] == rows[1]
+            old_set = conn.execute(
+                "SELECT active_set_id FROM pgrag.collections WHERE name = 'kb'"
+            ).fetchone()[0]
+        async with open_database(load_settings(), dsn=url, max_size=2) as db:
+            await reindex(db.pool, "kb", HashEmbedder("hash/384"), drop_old=True)
+        assert consistent() == [("en", 5), ("zh", 1)]  # the new set's sums
+        with psycopg.connect(url) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pgrag.language_sums WHERE set_id = %s", (old_set,)
+            ).fetchone()[0]
+        assert left == 0  # the dropped set's sums went with it
     finally:
         drop_database(server_dsn, url)

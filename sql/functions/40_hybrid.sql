@@ -6,6 +6,11 @@
 --   coverage  = sum(idf of query terms in the top lexical chunk) / sum(idf of all query terms)
 --   share     = least(max_lexical_share, coverage_gain * coverage)
 --               (1 when the semantic pool is empty, 0 when the lexical pool is empty)
+--               and per chunk: share * coverage^2 for a chunk outside the lexical pool whose
+--               language is not the query's (words cannot match across languages, so the
+--               full share would hold back an answer in another language whenever the
+--               query's words occur in its own; xquad-mixed, question in the other
+--               language than its paragraph: hybrid nDCG@10 0.64 -> 0.74, same 0.977)
 --   fused     = lexical_weight  * share       * lexical_score / max(lexical_score)
 --             + semantic_weight * (1 - share) * (sim - min(sim)) / (max(sim) - min(sim))
 -- Defaults coverage_gain 1.2, max_lexical_share 0.8 were chosen on SciFact train and held
@@ -90,7 +95,8 @@ BEGIN
                     WHEN NOT EXISTS (SELECT 1 FROM lexical) THEN 0.0
                     ELSE least(max_lexical_share,
                                coverage_gain * (SELECT coverage FROM lexical WHERE rank = 1))
-               END AS share
+               END AS share,
+               coalesce((SELECT coverage FROM lexical WHERE rank = 1), 0) AS coverage
     ),
     joined AS (
         SELECT coalesce(l.chunk_id, s.chunk_id) AS id, l.rank AS lrank, l.score AS lscore,
@@ -99,7 +105,13 @@ BEGIN
                CASE WHEN s.chunk_id IS NULL THEN NULL
                     WHEN q.smax > q.smin THEN (s.score - q.smin) / (q.smax - q.smin)
                     ELSE 1.0 END AS snorm,
-               q.share, q.fusion, s.cosine, s.lang, s.centred
+               -- a chunk in a language the query's words cannot match is held back by
+               -- the lexical share only as far as the query's words found a chunk that
+               -- covers them: coverage^2 (an exact match keeps the full share)
+               CASE WHEN query_lang IS NOT NULL AND l.chunk_id IS NULL
+                         AND s.lang NOT IN (query_lang, 'und') THEN q.share * q.coverage ^ 2
+                    ELSE q.share END AS share,
+               q.fusion, s.cosine, s.lang, s.centred
         FROM lexical l
         FULL JOIN semantic s ON s.chunk_id = l.chunk_id
         CROSS JOIN q
