@@ -434,8 +434,8 @@ def refs_to(
             return {"q": {"document": ref}}
         return {"document_id": ref, **extra}
 
-    # pgrag's resources answer MCP's "invalid params" for an unknown document
-    expect = "MCP-32602" if target.startswith("pgrag://") else "NOT_FOUND"
+    # resources answer MCP's "invalid params" with NOT_FOUND in error.data, like the tools
+    expect = "NOT_FOUND"
     return [
         Probe(
             toolset,

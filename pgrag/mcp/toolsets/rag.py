@@ -45,7 +45,9 @@ WHERE {INT_ID_SQL} = ANY(%(ids)s::bigint[])
   AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
 """
 
-ORDINALS_SQL = "SELECT id, ordinal FROM pgrag.chunks WHERE id = ANY(%s::bigint[])"
+# the hit chunks' own text (seed 001's `content` is the chunk; content_mode=full would be
+# the whole document) and position
+CHUNKS_SQL = "SELECT id, ordinal, content FROM pgrag.chunks WHERE id = ANY(%s::bigint[])"
 
 LIST_SQL = """
 SELECT d.id::text AS document_id, d.name, d.file_type, d.size_bytes,
@@ -199,26 +201,26 @@ def register(server: MCPServer[Any]) -> None:
             limit=limit,
             threshold=threshold,
             filters=filters,
-            content_mode="full",
+            content_mode="none",
             max_tokens=SEARCH_TOKEN_BUDGET,
         )
         page = await state.search.search(req, collection_scope=scope_of(ctx), caller="mcp:rag")
         hits = page.data.results
-        ordinals: dict[int, int] = {}
+        chunks: dict[int, tuple[int, str]] = {}
         if hits:
             async with scoped_connection(state.pool, scope_of(ctx)) as conn:
                 rows = await (
-                    await conn.execute(ORDINALS_SQL, ([h.chunk_id for h in hits],))
+                    await conn.execute(CHUNKS_SQL, ([h.chunk_id for h in hits],))
                 ).fetchall()
-            ordinals = {r[0]: r[1] for r in rows}
+            chunks = {r[0]: (r[1], r[2]) for r in rows}
         results = [
             RagResult(
                 chunk_id=h.chunk_id,
                 document_id=int_id(h.document_id),
                 document_name=h.name,
-                content=h.content or h.preview,
+                content=chunks[h.chunk_id][1] if h.chunk_id in chunks else h.preview,
                 similarity_score=round(h.score, 6),
-                chunk_index=ordinals.get(h.chunk_id, 1) - 1,
+                chunk_index=chunks.get(h.chunk_id, (1, ""))[0] - 1,
                 document_uuid=h.document_id,
             )
             for h in hits
