@@ -44,6 +44,7 @@ TIFF_2 = "Frame two records the delivery of 480 steel brackets."
 ROTATED = "The sideways scan mentions the Lisbon warehouse inventory."
 LOWRES = "Low resolution receipt total amount 73 euros."
 PDF_SCAN = "The scanned annex lists the penalty of 5000 yuan per day."
+PDF_IMAGE_ONLY = "Appendix B sets the monthly rent at 8200 yuan."
 PDF_TEXT = "The typed cover page introduces the maintenance agreement."
 
 
@@ -86,7 +87,7 @@ def build_folder(root: Path) -> Path:
     frames[0].save(root / "delivery.tiff", save_all=True, append_images=frames[1:])
     render([ROTATED]).rotate(90, expand=True).save(root / "sideways.png")
     render([LOWRES], size=16, width=900, dpi=100).save(root / "receipt.bmp")
-    render([ZH, EN]).save(root / "image_only.pdf", resolution=300)  # Pillow: image-only PDF
+    render([PDF_IMAGE_ONLY]).save(root / "image_only.pdf", resolution=300)  # Pillow: image-only PDF
     mixed_pdf(root / "mixed.pdf")
     return root
 
@@ -147,7 +148,7 @@ PLANTED = [
     ("Lisbon warehouse inventory", "sideways.png", 1),
     ("receipt total euros", "receipt.bmp", 1),
     ("penalty yuan per day", "mixed.pdf", 2),
-    ("hydraulic pump expires", "image_only.pdf", 1),
+    ("monthly rent appendix", "image_only.pdf", 1),
 ]
 
 

@@ -7,6 +7,7 @@ document still ingests.
 
 from __future__ import annotations
 
+import atexit
 import statistics
 import threading
 from collections.abc import Callable, Sequence
@@ -92,7 +93,7 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
         return OcrPage(number, hit["text"], hit["confidence"], hit.get("rotated", 0), cached=True)
     lines = _limited(lambda: engine.read(image, options.page_timeout_s), options.page_timeout_s)
     rotated = 0
-    if _looks_sideways(lines):
+    if _looks_sideways(lines) or (not lines and _has_ink(image)):
         for angle in (90, 270):
             turned = _limited(
                 lambda a=angle: engine.read(image.rotate(a, expand=True), options.page_timeout_s),
@@ -106,6 +107,17 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
     return OcrPage(number, text, confidence, rotated)
 
 
+_abandoned: set[threading.Thread] = set()
+
+
+@atexit.register
+def _finish_abandoned() -> None:
+    """An engine thread still running at exit aborts the process (onnxruntime): let the
+    pages given up on finish first."""
+    for thread in list(_abandoned):
+        thread.join()
+
+
 def _limited(call: Callable[[], list[Line]], timeout_s: float) -> list[Line]:
     """The page's time limit. An in-process engine cannot be stopped, so the page is
     given up and its run is left to finish in the background (Tesseract is killed)."""
@@ -116,11 +128,14 @@ def _limited(call: Callable[[], list[Line]], timeout_s: float) -> list[Line]:
             box["lines"] = call()
         except BaseException as exc:
             box["error"] = exc
+        finally:
+            _abandoned.discard(threading.current_thread())
 
     worker = threading.Thread(target=run, daemon=True, name="pgrag-ocr-page")
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
+        _abandoned.add(worker)
         raise TimeoutError(f"OCR took longer than {timeout_s:g} s (PGRAG_OCR_PAGE_TIMEOUT_S)")
     if "error" in box:
         raise box["error"]
@@ -132,6 +147,12 @@ def _looks_sideways(lines: list[Line]) -> bool:
     boxes = [ln.box for ln in lines if len(ln.text) >= 2]
     tall = sum(1 for x0, y0, x1, y1 in boxes if (y1 - y0) > 1.5 * (x1 - x0))
     return len(boxes) >= 2 and tall > len(boxes) / 2
+
+
+def _has_ink(image: Image.Image) -> bool:
+    """Dark pixels on a page where nothing was read: perhaps text turned sideways."""
+    darkest, _ = image.convert("L").getextrema()
+    return darkest < 100
 
 
 def _score(lines: list[Line]) -> float:
