@@ -108,6 +108,20 @@ class Settings(BaseSettings):
     )
     chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
+    ocr_engine: Literal["auto", "rapidocr", "tesseract", "off"] = Field(
+        "auto",
+        description="OCR for scanned PDF pages and images: `auto` (RapidOCR, else Tesseract),"
+        " `rapidocr`, `tesseract` or `off`",
+    )
+    ocr_languages: str = Field(
+        "chi_sim+eng",
+        pattern=r"^[a-z_]+(\+[a-z_]+)*$",
+        description="OCR languages, Tesseract names joined by `+` (RapidOCR: chi_sim, eng)",
+    )
+    ocr_workers: int = Field(2, ge=1, le=32, description="pages OCR'd in parallel")
+    ocr_page_timeout_s: float = Field(
+        120.0, gt=0, description="seconds one page may take in OCR; then it is left empty"
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"
     )

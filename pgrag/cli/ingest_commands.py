@@ -70,6 +70,8 @@ def ingest(
                         bar.update(task, total=(bar.tasks[0].total or 0) + ev.total)
                     elif ev.kind == "file_start":
                         bar.update(task, current=ev.path[-50:])
+                    elif ev.kind == "ocr":
+                        bar.update(task, current=f"{ev.path[-40:]} OCR {ev.done}/{ev.total} pages")
                     elif ev.kind == "embed":
                         bar.update(task, current=f"{ev.path[-40:]} {ev.done}/{ev.total} chunks")
                     elif (
@@ -79,12 +81,15 @@ def ingest(
                     ):
                         bar.advance(task)
 
+                from pgrag.ingest.ocr import OcrOptions
+
                 ingestor = Ingestor(
                     rt.db.pool,
                     rt.provider,
                     collection=settings.collection,
                     chunk_tokens=settings.chunk_tokens,
                     chunk_overlap=settings.chunk_overlap,
+                    ocr=OcrOptions.from_settings(settings),
                     reporter=report,
                 )
                 summary = await ingestor.run(list(paths))

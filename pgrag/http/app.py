@@ -472,6 +472,7 @@ def _require_write(settings: Settings) -> None:
 
 
 async def _ingest_upload(state: AppState, root: Path, name: str, collection: str) -> None:
+    from pgrag.ingest.ocr import OcrOptions
     from pgrag.ingest.pipeline import Ingestor
     from pgrag.ingest.walker import FoundFile
 
@@ -482,6 +483,7 @@ async def _ingest_upload(state: AppState, root: Path, name: str, collection: str
             collection=collection,
             chunk_tokens=state.settings.chunk_tokens,
             chunk_overlap=state.settings.chunk_overlap,
+            ocr=OcrOptions.from_settings(state.settings),
         )
         await ingestor.ingest_files(root, [FoundFile(root, root / name, name)])
     except Exception:

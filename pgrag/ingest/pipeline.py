@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 import numpy as np
@@ -31,9 +33,13 @@ from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
 from pgrag.store.collections import Collection, ensure_collection
 
+if TYPE_CHECKING:
+    from pgrag.ingest.ocr import OcrOptions
+
 log = logging.getLogger(__name__)
 
-RETRYABLE_CODES = {"UPSTREAM_ERROR", "INTERNAL", "DB_ERROR"}
+# OCR_UNAVAILABLE: retried, so installing an engine and ingesting again reads the file
+RETRYABLE_CODES = {"UPSTREAM_ERROR", "INTERNAL", "DB_ERROR", "OCR_UNAVAILABLE"}
 PREFETCH = 2  # files parsed ahead of the embedder
 
 
@@ -78,7 +84,7 @@ class IngestSummary:
 
 @dataclass(frozen=True)
 class IngestEvent:
-    kind: str  # "scan" | "file_start" | "embed" | "file_done"
+    kind: str  # "scan" | "file_start" | "ocr" (pages) | "embed" (chunks) | "file_done"
     path: str = ""
     total: int = 0
     done: int = 0
@@ -112,8 +118,14 @@ class Ingestor:
         chunk_tokens: int = 350,
         chunk_overlap: int = 40,
         reporter: Reporter = _quiet,
+        ocr: OcrOptions | None = None,
     ) -> None:
         self.pool = pool
+        if ocr is None:
+            from pgrag.ingest.ocr import OcrOptions
+
+            ocr = OcrOptions()
+        self.ocr = ocr
         self.provider = provider
         self.collection_name = collection
         self.chunk_tokens = chunk_tokens
@@ -234,7 +246,12 @@ class Ingestor:
                     self.report(IngestEvent("file_start", f.rel))
                     try:
                         prepared = await asyncio.to_thread(
-                            prepare_file, f, digest, self.chunk_tokens, self.chunk_overlap
+                            prepare_file,
+                            f,
+                            digest,
+                            self.chunk_tokens,
+                            self.chunk_overlap,
+                            self._ocr_for(f.rel),
                         )
                         await queue.put((work, prepared, None))
                     except ParseError as exc:
@@ -260,6 +277,16 @@ class Ingestor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _ocr_for(self, rel: str) -> OcrOptions:
+        """The OCR options with per-page progress reported on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+
+        def progress(done: int, total: int) -> None:
+            event = IngestEvent("ocr", rel, total=total, done=done)
+            loop.call_soon_threadsafe(self.report, event)
+
+        return dataclasses.replace(self.ocr, progress=progress)
 
     async def _store(
         self,

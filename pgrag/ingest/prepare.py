@@ -7,12 +7,16 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pgrag.ingest.chunking import chunk_unit
 from pgrag.ingest.parsers import parse
 from pgrag.ingest.parsers.base import ParsedDocument, Unit
 from pgrag.ingest.walker import FoundFile
 from pgrag.store.documents import ChunkRow, DocumentFields
+
+if TYPE_CHECKING:
+    from pgrag.ingest.ocr import OcrOptions
 
 
 def human_size(n: int) -> str:
@@ -96,12 +100,16 @@ def build_chunks(doc: ParsedDocument, title: str, target: int, overlap: int) -> 
 
 
 def prepare_file(
-    found: FoundFile, content_hash: str, target: int, overlap: int
+    found: FoundFile,
+    content_hash: str,
+    target: int,
+    overlap: int,
+    ocr: OcrOptions | None = None,
 ) -> PreparedDocument:
     """Parse and chunk; raises ParseError for files we cannot read."""
     stat = found.path.stat()
     fields = base_fields(found, content_hash, stat.st_size)
-    doc = parse(found.path)
+    doc = parse(found.path, ocr=ocr)
     mtime = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
     title = doc.title or Path(found.rel).stem
     fields.file_type = doc.file_type or fields.file_type

@@ -228,6 +228,7 @@ async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
 async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
     """`pgrag serve --watch`: ingest and follow changes inside the server process (the
     watcher's first scan is the initial ingest: nothing changed meanwhile is missed)."""
+    from pgrag.ingest.ocr import OcrOptions
     from pgrag.ingest.pipeline import Ingestor
     from pgrag.ingest.watch import watch_and_ingest
 
@@ -238,6 +239,7 @@ async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
         collection=s.collection,
         chunk_tokens=s.chunk_tokens,
         chunk_overlap=s.chunk_overlap,
+        ocr=OcrOptions.from_settings(s),
     )
 
     async def run() -> None:

@@ -6,15 +6,18 @@ about half a second of import time that a `.txt`-only folder should not pay.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pathlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .base import (
     CORRUPT_FILE,
     EMPTY_FILE,
     ENCODING_ERROR,
     ENCRYPTED,
+    OCR_UNAVAILABLE,
     UNREADABLE,
     UNSUPPORTED_FORMAT,
     ParsedDocument,
@@ -22,11 +25,15 @@ from .base import (
     Unit,
 )
 
+if TYPE_CHECKING:
+    from ..ocr import OcrOptions
+
 __all__ = [
     "CORRUPT_FILE",
     "EMPTY_FILE",
     "ENCODING_ERROR",
     "ENCRYPTED",
+    "OCR_UNAVAILABLE",
     "SUPPORTED_EXTENSIONS",
     "UNREADABLE",
     "UNSUPPORTED_FORMAT",
@@ -53,11 +60,14 @@ _PARSERS: dict[str, tuple[str, str]] = {
     "html": ("html", "parse"),
     "htm": ("html", "parse"),
     "xml": ("xml", "parse"),
+    **{ext: ("image", "parse") for ext in ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp")},
 }
+# parsers that may OCR: they take the OCR options
+_OCR = frozenset({"pdf", "png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"})
 # converted by LibreOffice when installed (see legacy.py)
 _LEGACY = {"doc": "docx", "rtf": "docx", "odt": "docx", "ppt": "pptx", "odp": "pptx"}
 # zip/OLE/PDF containers: zero bytes cannot be a valid file. Text types parse to "".
-_BINARY = frozenset({"pdf", "docx", "pptx", "xlsx", "xlsm", "xls", "ods", *_LEGACY})
+_BINARY = frozenset({"docx", "pptx", "xlsx", "xlsm", "xls", "ods", *_LEGACY, *_OCR})
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset({*_PARSERS, *_LEGACY})
 
@@ -88,9 +98,9 @@ def _parser_for(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
     return lambda p: legacy.parse(p, target)
 
 
-def parse(path: pathlib.Path | str) -> ParsedDocument:
+def parse(path: pathlib.Path | str, *, ocr: OcrOptions | None = None) -> ParsedDocument:
     """Parse one file. Raises only ParseError (code UNSUPPORTED_FORMAT, UNREADABLE,
-    CORRUPT_FILE, ENCRYPTED or ENCODING_ERROR)."""
+    CORRUPT_FILE, ENCRYPTED, ENCODING_ERROR or OCR_UNAVAILABLE)."""
     path = pathlib.Path(path)
     ext = path.suffix.lower().lstrip(".")
     if ext not in SUPPORTED_EXTENSIONS:
@@ -107,6 +117,8 @@ def parse(path: pathlib.Path | str) -> ParsedDocument:
     if size == 0 and ext in _BINARY:
         raise ParseError(CORRUPT_FILE, f"the file is empty (0 bytes), not a valid .{ext} file")
     parser = _parser_for(ext)
+    if ext in _OCR:
+        parser = functools.partial(parser, ocr=ocr)
     try:
         return parser(path)
     except ParseError:

@@ -56,3 +56,4 @@ EMPTY_FILE = "EMPTY_FILE"
 ENCODING_ERROR = "ENCODING_ERROR"
 ENCRYPTED = "ENCRYPTED"  # password-protected file we cannot open with an empty password
 UNREADABLE = "UNREADABLE"  # the OS refused to read the file (permissions, vanished, is a directory)
+OCR_UNAVAILABLE = "OCR_UNAVAILABLE"  # scanned pages or an image, and no OCR engine installed

@@ -15,8 +15,10 @@ from typing import Any
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError
 
+from ..ocr import OcrOptions
 from ._common import clean
 from .base import ENCRYPTED, ParsedDocument, ParseError, Unit
+from .pdf_ocr import needs_ocr, ocr_pages
 
 # D:YYYYMMDDHHmmSSOHH'mm' with every part after the year optional (PDF 32000 §7.9.4);
 # real files add spaces, drop the "D:", or end the offset with a stray apostrophe.
@@ -76,7 +78,8 @@ def _bookmarks(reader: PdfReader, items: Any, level: int = 1) -> Iterator[dict[s
         }
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
+def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
+    """Text layer per page; pages that are only a scanned image go through OCR."""
     reader = PdfReader(path)
     if reader.is_encrypted:
         try:
@@ -87,6 +90,7 @@ def parse(path: pathlib.Path) -> ParsedDocument:
             raise ParseError(ENCRYPTED, "the PDF is password-protected; remove the password")
     warnings: list[str] = []
     units = []
+    scanned: list[int] = []
     for number, page in enumerate(reader.pages, 1):
         try:
             text = page.extract_text() or ""
@@ -94,6 +98,9 @@ def parse(path: pathlib.Path) -> ParsedDocument:
             warnings.append(f"page {number}: text not extracted ({type(exc).__name__}: {exc})")
             text = ""
         units.append(Unit(kind="page", number=number, body=text))
+        if needs_ocr(page, text):
+            scanned.append(number)
+    ocr_summary = ocr_pages(path, units, scanned, ocr) if scanned else None
     try:
         bookmarks = list(_bookmarks(reader, reader.outline))[:_MAX_BOOKMARKS]
     except Exception as exc:
@@ -105,6 +112,13 @@ def parse(path: pathlib.Path) -> ParsedDocument:
         warnings.append(f"metadata not read ({type(exc).__name__}: {exc})")
         info = {}
     metadata: dict[str, Any] = {"encrypted": reader.is_encrypted}
+    outline: dict[str, Any] = {"type": "pdf", "total_pages": len(units), "bookmarks": bookmarks}
+    if ocr_summary:
+        metadata["ocr"] = outline["ocr"] = ocr_summary
+        warnings += [
+            f"page {f['page']}: OCR failed ({f['error']})"
+            for f in ocr_summary.get("failed_pages", [])
+        ]
     if warnings:
         metadata["warnings"] = warnings
     return ParsedDocument(
@@ -114,6 +128,6 @@ def parse(path: pathlib.Path) -> ParsedDocument:
         author=clean(_info(info, "/Author")),
         created=parse_pdf_date(_info(info, "/CreationDate")),
         modified=parse_pdf_date(_info(info, "/ModDate")),
-        outline={"type": "pdf", "total_pages": len(units), "bookmarks": bookmarks},
+        outline=outline,
         metadata=metadata,
     )

@@ -1,0 +1,201 @@
+"""Run OCR over a document's pages: a few pages at a time, cached, with a time limit each.
+
+Pages are rendered lazily inside the workers, so at most `workers` page bitmaps are in
+memory at once. A page that fails or times out becomes an empty page with its error; the
+document still ingests.
+"""
+
+from __future__ import annotations
+
+import atexit
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PIL import Image
+
+from . import cache, engines
+from .engines import Engine, Line
+
+if TYPE_CHECKING:
+    from pgrag.settings import Settings
+
+Render = Callable[[], Image.Image]
+Progress = Callable[[int, int], None]  # (pages done, pages total)
+
+
+@dataclass(frozen=True)
+class OcrOptions:
+    engine: str = "auto"  # auto | rapidocr | tesseract | off
+    languages: str = "chi_sim+eng"
+    workers: int = 2
+    page_timeout_s: float = 120.0
+    cache_dir: Path | None = None
+    progress: Progress | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OcrOptions:
+        return cls(
+            engine=settings.ocr_engine,
+            languages=settings.ocr_languages,
+            workers=settings.ocr_workers,
+            page_timeout_s=settings.ocr_page_timeout_s,
+            cache_dir=settings.home / "ocr-cache",
+        )
+
+
+@dataclass
+class OcrPage:
+    number: int
+    text: str = ""
+    confidence: float = 0.0
+    rotated: int = 0  # degrees the page was turned before reading
+    cached: bool = False
+    error: str | None = None
+
+
+def ocr_images(
+    numbers: Sequence[int], renders: Sequence[Render], options: OcrOptions
+) -> tuple[list[OcrPage], str]:
+    """OCR each rendered page; returns the pages in order and the engine's name. Raises
+    OcrUnavailable before any work when no engine fits."""
+    engine = engines.load(options.engine, options.languages, options.workers)
+    total = len(renders)
+    done = 0
+    lock = threading.Lock()
+
+    def one(number: int, render: Render) -> OcrPage:
+        nonlocal done
+        try:
+            page = _page(number, render, engine, options)
+        except Exception as exc:  # a broken frame or engine error: this page only
+            page = OcrPage(number, error=f"{type(exc).__name__}: {exc}")
+        with lock:
+            done += 1
+            if options.progress:
+                options.progress(done, total)
+        return page
+
+    with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+        pages = list(pool.map(one, numbers, renders))
+    return pages, engine.name
+
+
+def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> OcrPage:
+    image = render()
+    name = cache.key(image, engine.name, options.languages)
+    hit = cache.get(options.cache_dir, name)
+    if hit is not None:
+        return OcrPage(number, hit["text"], hit["confidence"], hit.get("rotated", 0), cached=True)
+    lines = _limited(lambda: engine.read(image, options.page_timeout_s), options.page_timeout_s)
+    rotated = 0
+    if _looks_sideways(lines) or (not lines and _has_ink(image)):
+        for angle in (90, 270):
+            turned = _limited(
+                lambda a=angle: engine.read(image.rotate(a, expand=True), options.page_timeout_s),
+                options.page_timeout_s,
+            )
+            if _score(turned) > _score(lines):
+                lines, rotated = turned, angle
+    text = reading_order(lines)
+    confidence = _confidence(lines)
+    cache.put(options.cache_dir, name, {"text": text, "confidence": confidence, "rotated": rotated})
+    return OcrPage(number, text, confidence, rotated)
+
+
+_abandoned: set[threading.Thread] = set()
+
+
+@atexit.register
+def _finish_abandoned() -> None:
+    """An engine thread still running at exit aborts the process (onnxruntime): let the
+    pages given up on finish first."""
+    for thread in list(_abandoned):
+        thread.join()
+
+
+def _limited(call: Callable[[], list[Line]], timeout_s: float) -> list[Line]:
+    """The page's time limit. An in-process engine cannot be stopped, so the page is
+    given up and its run is left to finish in the background (Tesseract is killed)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["lines"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            _abandoned.discard(threading.current_thread())
+
+    worker = threading.Thread(target=run, daemon=True, name="pgrag-ocr-page")
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        _abandoned.add(worker)
+        raise TimeoutError(f"OCR took longer than {timeout_s:g} s (PGRAG_OCR_PAGE_TIMEOUT_S)")
+    if "error" in box:
+        raise box["error"]
+    return box["lines"]
+
+
+def _looks_sideways(lines: list[Line]) -> bool:
+    """Most text boxes taller than wide: the page was scanned turned by 90 degrees."""
+    boxes = [ln.box for ln in lines if len(ln.text) >= 2]
+    tall = sum(1 for x0, y0, x1, y1 in boxes if (y1 - y0) > 1.5 * (x1 - x0))
+    return len(boxes) >= 2 and tall > len(boxes) / 2
+
+
+def _has_ink(image: Image.Image) -> bool:
+    """Dark pixels on a page where nothing was read: perhaps text turned sideways."""
+    darkest, _ = image.convert("L").getextrema()
+    return darkest < 100
+
+
+def _score(lines: list[Line]) -> float:
+    return sum(ln.confidence * len(ln.text) for ln in lines)
+
+
+def _confidence(lines: list[Line]) -> float:
+    chars = sum(len(ln.text) for ln in lines)
+    return round(_score(lines) / chars, 4) if chars else 0.0
+
+
+def reading_order(lines: list[Line]) -> str:
+    """Lines top to bottom; boxes on the same text line left to right."""
+    if not lines:
+        return ""
+    height = statistics.median(ln.box[3] - ln.box[1] for ln in lines) or 1.0
+    rows: list[list[Line]] = []
+    for ln in sorted(lines, key=lambda ln: (ln.box[1] + ln.box[3]) / 2):
+        centre = (ln.box[1] + ln.box[3]) / 2
+        if rows and abs(centre - _centre(rows[-1])) < height / 2:
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    out = []
+    for row in rows:
+        out.append(engines._join_words([ln.text for ln in sorted(row, key=lambda ln: ln.box[0])]))
+    return "\n".join(out)
+
+
+def _centre(row: list[Line]) -> float:
+    return sum((ln.box[1] + ln.box[3]) / 2 for ln in row) / len(row)
+
+
+def summarize(pages: list[OcrPage], engine: str, languages: str) -> dict[str, Any]:
+    """What outline, metadata and get_status show about a document's OCR."""
+    read = [p for p in pages if p.error is None]
+    summary: dict[str, Any] = {
+        "engine": engine,
+        "languages": languages,
+        "pages": [p.number for p in pages],
+        "mean_confidence": round(statistics.fmean(p.confidence for p in read), 4) if read else None,
+    }
+    failed = [{"page": p.number, "error": p.error} for p in pages if p.error]
+    if failed:
+        summary["failed_pages"] = failed
+    return summary
