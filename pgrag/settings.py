@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
     ocr_engine: Literal["auto", "rapidocr", "tesseract", "off"] = Field(
         "auto",
-        description="OCR for scanned PDF pages and images: `auto` (RapidOCR, else Tesseract),"
+        description="OCR for scanned PDF pages and images: `auto` (Tesseract, else RapidOCR),"
         " `rapidocr`, `tesseract` or `off`",
     )
     ocr_languages: str = Field(

@@ -1,9 +1,10 @@
 """OCR engines behind one call: image in, text lines with confidences out.
 
-RapidOCR (PP-OCRv4 ONNX models shipped in its wheel, Chinese + English) is the default:
-it installs from PyPI alone and measured more accurate than Tesseract on our rendered set
-(benchmarks/ocr.py). Tesseract (apt `tesseract-ocr` + language packs) is the alternative,
-and the only one for languages other than Chinese and English.
+Tesseract (apt `tesseract-ocr` + language packs) is preferred when installed: on rendered
+multi-line pages at 300 dpi it read every line (CER 0.000) where RapidOCR dropped lines
+(CER 0.228), 3x faster and in an eighth of the memory (benchmarks/ocr.py). RapidOCR
+(PP-OCRv4 ONNX models shipped in its wheel, Chinese + English) installs from PyPI alone
+and is used when Tesseract or its language data is missing.
 """
 
 from __future__ import annotations
@@ -148,12 +149,22 @@ def _rapid(threads: int) -> RapidEngine:
 
 
 def load(engine: str, languages: str, workers: int) -> Engine:
-    """The engine for `languages` ("chi_sim+eng"); `auto` prefers RapidOCR. Raises
+    """The engine for `languages` ("chi_sim+eng"); `auto` prefers Tesseract. Raises
     OcrUnavailable naming what to install."""
     wanted = {lang for lang in languages.split("+") if lang}
     if engine == "off":
         raise OcrUnavailable("OCR is turned off (PGRAG_OCR_ENGINE=off); " + INSTALL_HINT)
     problems = []
+    if engine in ("auto", "tesseract"):
+        binary = shutil.which("tesseract")
+        if binary is None:
+            problems.append("tesseract is not installed")
+        else:
+            missing = wanted - _tesseract_languages(binary)
+            if not missing:
+                return TesseractEngine(binary, languages)
+            packs = " ".join(f"tesseract-ocr-{m.replace('_', '-')}" for m in sorted(missing))
+            problems.append(f"tesseract lacks the language data: apt install {packs}")
     if engine in ("auto", "rapidocr"):
         if not wanted <= RAPIDOCR_LANGUAGES:
             problems.append(
@@ -165,14 +176,4 @@ def load(engine: str, languages: str, workers: int) -> Engine:
                     return _rapid(max(1, (os.cpu_count() or 1) // max(1, workers)))
             except ImportError:
                 problems.append("rapidocr-onnxruntime is not installed")
-    if engine in ("auto", "tesseract"):
-        binary = shutil.which("tesseract")
-        if binary is None:
-            problems.append("tesseract is not installed")
-        else:
-            missing = wanted - _tesseract_languages(binary)
-            if not missing:
-                return TesseractEngine(binary, languages)
-            packs = " ".join(f"tesseract-ocr-{m.replace('_', '-')}" for m in sorted(missing))
-            problems.append(f"tesseract lacks the language data: apt install {packs}")
     raise OcrUnavailable(f"no OCR engine for {languages}: {'; '.join(problems)}; {INSTALL_HINT}")

@@ -93,7 +93,7 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
         return OcrPage(number, hit["text"], hit["confidence"], hit.get("rotated", 0), cached=True)
     lines = _limited(lambda: engine.read(image, options.page_timeout_s), options.page_timeout_s)
     rotated = 0
-    if _looks_sideways(lines) or (not lines and _has_ink(image)):
+    if _looks_sideways(lines) or _doubtful(lines) or (not lines and _has_ink(image)):
         for angle in (90, 270):
             turned = _limited(
                 lambda a=angle: engine.read(image.rotate(a, expand=True), options.page_timeout_s),
@@ -108,6 +108,7 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
 
 
 _abandoned: set[threading.Thread] = set()
+DOUBTFUL_CONFIDENCE = 0.6  # mean line confidence under which turned readings are tried
 
 
 @atexit.register
@@ -147,6 +148,11 @@ def _looks_sideways(lines: list[Line]) -> bool:
     boxes = [ln.box for ln in lines if len(ln.text) >= 2]
     tall = sum(1 for x0, y0, x1, y1 in boxes if (y1 - y0) > 1.5 * (x1 - x0))
     return len(boxes) >= 2 and tall > len(boxes) / 2
+
+
+def _doubtful(lines: list[Line]) -> bool:
+    """Read with low confidence: Tesseract reads turned text as confident-less noise."""
+    return bool(lines) and _confidence(lines) < DOUBTFUL_CONFIDENCE
 
 
 def _has_ink(image: Image.Image) -> bool:
