@@ -28,7 +28,7 @@ from tests.test_search import _pool
 
 pytestmark = pytest.mark.anyio
 
-# Six topics, each told once: three in English, three in Chinese. Every question is asked
+# Twelve topics, each told once: six in English, six in Chinese. Every question is asked
 # in the other language than its answer, so plain cosine prefers the wrong same-language text.
 ENGLISH = {
     "en/contracts.md": "# Contract signing\n\nEvery supplier contract is signed by two "
@@ -37,11 +37,20 @@ ENGLISH = {
     "economy class is required for trips shorter than six hours.",
     "en/security.md": "# Laptop security\n\nLaptops must use full-disk encryption and lock "
     "the screen after five minutes without activity.",
+    "en/printing.md": "# Printing\n\nPrint jobs wait in the queue for one day; badge in at "
+    "any printer on the floor to release them.",
+    "en/helpdesk.md": "# IT helpdesk\n\nThe helpdesk answers tickets within four working "
+    "hours and can be reached on extension 4400.",
+    "en/onboarding.md": "# Onboarding\n\nNew hires meet their mentor on the first day and "
+    "finish the compliance course within two weeks.",
 }
 CHINESE = {
     "zh/leave.md": "# 年假制度\n\n员工每年享有十五天带薪年假，未休完的假期可以顺延到下一年的三月底。",
     "zh/canteen.md": "# 员工食堂\n\n公司食堂每天中午十一点半开放，提供素食和清真餐，员工凭工卡免费就餐。",
     "zh/parking.md": "# 停车规定\n\n地下停车场只对登记车辆开放，访客车辆需要提前一天向前台申请临时车位。",
+    "zh/meeting.md": "# 会议室预订\n\n会议室通过内部系统预订，单次最长四小时，取消需提前两小时。",
+    "zh/gym.md": "# 健身房\n\n公司健身房早上七点到晚上十点开放，使用前需签署安全协议。",
+    "zh/mail.md": "# 快递收发\n\n个人快递统一放在一楼收发室，员工需在三天内领取。",
 }
 CROSS = [
     ("员工出差时机票怎么预订？", "en/travel.md"),
@@ -61,8 +70,10 @@ WHERE ls.set_id = (SELECT active_set_id FROM pgrag.collections WHERE name = %s)
 GROUP BY 1 HAVING sum(ls.n) <> 0 ORDER BY 1
 """
 RECOUNT_SQL = """
-SELECT e.lang, count(*)::int, sum(e.embedding)::text FROM pgrag.embeddings e
-WHERE e.set_id = (SELECT active_set_id FROM pgrag.collections WHERE name = %s)
+SELECT d.lang, sum(d.n)::int, sum(d.mean)::text FROM (
+    SELECT e.lang, count(*) AS n, avg(e.embedding) AS mean FROM pgrag.embeddings e
+    WHERE e.set_id = (SELECT active_set_id FROM pgrag.collections WHERE name = %s)
+    GROUP BY e.lang, e.document_id) d
 GROUP BY 1 ORDER BY 1
 """
 
@@ -187,8 +198,12 @@ async def test_explain_shows_languages_and_the_correction(
             "SELECT query_lang, chunk_lang, centred, semantic_score, semantic_cosine"
             " FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log))"
         ).fetchall()
-    assert rows[0][:3] == ("en", "zh", True)
-    assert all(r[2] for r in rows) and rows[0][3] != rows[0][4]
+    assert rows[0][:3] == ("en", "zh", True)  # another language: compared centred
+    assert rows[0][3] != rows[0][4]
+    # the query's own language keeps its plain cosine
+    assert all(
+        score == cos for _, lang, centred, score, cos in rows if lang == "en" and not centred
+    )
 
 
 async def test_one_language_ranks_exactly_by_plain_cosine(
@@ -233,20 +248,21 @@ async def test_means_follow_inserts_changes_deletes_and_reindex(
                 assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-4
             return [(lang, n) for lang, n, _ in sums]
 
-        assert consistent() == [("en", 3), ("zh", 3)]
+        assert consistent() == [("en", 6), ("zh", 6)]
         (root / "zh/leave.md").write_text(  # changed: now English
             "# Annual leave\n\nFifteen paid days a year; unused days move to next March.",
             encoding="utf-8",
         )
         (root / "en/new.md").write_text("# Printers\n\nPrint jobs are kept for a day.")
         await ingest(url, root, provider, "kb")
-        assert consistent() == [("en", 5), ("zh", 2)]
-        (root / "zh/canteen.md").unlink()
+        assert consistent() == [("en", 8), ("zh", 5)]
+        for name in ("canteen", "parking", "meeting", "gym"):
+            (root / f"zh/{name}.md").unlink()
         await ingest(url, root, provider, "kb")
-        assert consistent() == [("en", 5), ("zh", 1)]
+        assert consistent() == [("en", 8), ("zh", 1)]
         with psycopg.connect(url, autocommit=True) as conn:
             means = conn.execute(MEANS_SQL, ("kb",)).fetchall()
-            assert means == [("en", 5, True), ("zh", 1, False)]  # too few for a mean of its own
+            assert means == [("en", 8, True), ("zh", 1, False)]  # too few for a mean of its own
             # every ingestion run ends compacted: one row per set and language
             rows = conn.execute(
                 "SELECT count(*), count(DISTINCT (set_id, lang)) FROM pgrag.language_sums"
@@ -257,7 +273,7 @@ async def test_means_follow_inserts_changes_deletes_and_reindex(
             ).fetchone()[0]
         async with open_database(load_settings(), dsn=url, max_size=2) as db:
             await reindex(db.pool, "kb", HashEmbedder("hash/384"), drop_old=True)
-        assert consistent() == [("en", 5), ("zh", 1)]  # the new set's sums
+        assert consistent() == [("en", 8), ("zh", 1)]  # the new set's sums
         with psycopg.connect(url) as conn:
             left = conn.execute(
                 "SELECT count(*) FROM pgrag.language_sums WHERE set_id = %s", (old_set,)

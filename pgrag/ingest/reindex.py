@@ -32,7 +32,7 @@ from pgrag.store.collections import (
     create_embedding_set,
     get_collection,
 )
-from pgrag.store.documents import compact_language_sums
+from pgrag.store.documents import compact_language_sums, recount_language_sums
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,8 @@ async def reindex(
             if drop_old:
                 result.dropped_set_ids = await drop_retired(conn, col.id)
                 report(ReindexEvent("drop", result.chunks, result.chunks))
-            await compact_language_sums(conn, None)  # the new set's; a dropped set's go
+            await recount_language_sums(conn, col.id)  # batches split documents
+            await compact_language_sums(conn, None)  # a dropped set's go
             return result
         finally:
             await _unlock(conn, col.id)

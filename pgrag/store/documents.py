@@ -300,3 +300,11 @@ async def remove_missing(
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
     """Fold the per-statement vector sums the triggers appended (sql/functions/30_semantic)."""
     await conn.execute("SELECT pgrag.compact_language_sums(%s)", (set_id,))
+
+
+async def recount_language_sums(conn: psycopg.AsyncConnection, collection_id: int) -> None:
+    """Recount the active set's per-language sums from its vectors (30_semantic)."""
+    await conn.execute(
+        "SELECT pgrag.recount_language_sums(active_set_id) FROM pgrag.collections WHERE id = %s",
+        (collection_id,),
+    )

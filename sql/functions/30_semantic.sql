@@ -5,20 +5,23 @@
 -- Language-neutral similarity. A multilingual model ranks any same-language text above
 -- the other-language text that answers (xquad-mixed, question in the other language than
 -- its paragraph: nDCG@10 0.10 by plain cosine). When an embedding set holds at least two
--- languages with min_chunks chunks each, a chunk's similarity is its cosine moved by the
--- gap between the languages' mean vectors as the query sees it:
---   similarity = q.d - q.mean(lang(d)) + q.mean(lang(q))          (q, d unit vectors)
--- so chunks in the query's language keep their plain cosine and order exactly, and a chunk
--- in another language is compared as if it were in the query's. mean(L) = sum of the set's
--- vectors in L / their number (pgrag.language_sums, kept by triggers on pgrag.embeddings:
--- means follow every insert and delete, for any model, without re-embedding); a language
--- with fewer than min_chunks chunks, `und` (no words) and a query language the set lacks
--- use the mean of the whole set. Candidates come per language from the HNSW index (plain
--- cosine order, exact within a language). Measured (benchmarks/quality.py, xquad-mixed):
--- cross-lingual 0.10 -> 0.75, same language 0.979 -> 0.960. Centring both sides,
--- cos(q - mean(lang q), d - mean(lang d)), reaches 0.79 / 0.969 (benchmarks/language_study.py)
--- but reorders results within one language (seed 004's "financial performance Q1" lost a Q1
--- document) and turns near-duplicate chunks around their mean into noise.
+-- languages with min_documents documents each:
+--   * chunks in the query's language keep their plain cosine (their order is unchanged);
+--   * a chunk in another language is compared with both sides centred on their language:
+--       centred = (q - mean(lang q)) . (d - mean(lang d))
+--                 / (|q - mean(lang q)| * max(|d - mean(lang d)|, 0.3))
+--     and put on the query language's scale by the linear map that turns the centred
+--     similarities of the query language's own candidates into their cosines (mean and
+--     spread matched); without 5 such candidates every chunk is ranked centred.
+-- mean(L) = the mean of the mean vectors of L's documents (pgrag.language_sums, kept by
+-- triggers on pgrag.embeddings: means follow every insert and delete, for any model,
+-- without re-embedding; a 3,000-row sheet weighs as much as a memo). A language with fewer
+-- than min_documents documents, `und` (no words) and a query language the set lacks use
+-- the mean of all documents. Centring removes what a language's texts share, including
+-- what makes tabular rows near to every query (docbench: cross-lingual hit@3 0.29 -> see
+-- benchmarks/README.md); the floor keeps near-copies of a mean from being magnified.
+-- Candidates come per language from the HNSW index: plain cosine order for the query's
+-- language, cos(q - mean(lang q), d) order for the others, then rescored exactly.
 -- With one language the plain cosine is used, exactly as before.
 -- `cosine` (the plain similarity) is what min_similarity thresholds.
 
@@ -60,30 +63,32 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     FROM unnest(v::real[]) WITH ORDINALITY AS u(x, i)
 $$;
 
--- The mean vector each language of an embedding set is compared with: its own mean when it
--- has min_chunks chunks (own_mean), else the mean of the whole set.
-CREATE OR REPLACE FUNCTION pgrag.language_means(p_set_id bigint, min_chunks int DEFAULT 3)
-RETURNS TABLE (lang text, n bigint, mean vector, own_mean boolean)
+-- The mean vector each language of an embedding set is compared with: the mean of its
+-- documents' mean vectors (a 3,000-row sheet weighs as much as a memo) when the language
+-- has min_documents documents (own_mean), else the mean over every document of the set.
+CREATE OR REPLACE FUNCTION pgrag.language_means(p_set_id bigint, min_documents int DEFAULT 2)
+RETURNS TABLE (lang text, n bigint, documents bigint, mean vector, own_mean boolean)
 LANGUAGE sql STABLE AS $$
     WITH s AS (
-        SELECT ls.lang, sum(ls.n)::bigint AS n, sum(ls.total) AS total
+        SELECT ls.lang, sum(ls.n)::bigint AS n, sum(ls.documents)::bigint AS documents,
+               sum(ls.total) AS total
         FROM pgrag.language_sums ls
         WHERE ls.set_id = p_set_id
         GROUP BY ls.lang
-        HAVING sum(ls.n) > 0
+        HAVING sum(ls.documents) > 0
     ), overall AS (
-        SELECT sum(s.n) AS n, sum(s.total) AS total FROM s
+        SELECT sum(s.documents) AS documents, sum(s.total) AS total FROM s
     )
-    SELECT s.lang, s.n,
-           CASE WHEN s.n >= min_chunks AND s.lang <> 'und'
-                THEN pgrag.vector_scale(s.total, 1.0 / s.n)
-                ELSE pgrag.vector_scale(o.total, 1.0 / o.n) END,
-           s.n >= min_chunks AND s.lang <> 'und'
+    SELECT s.lang, s.n, s.documents,
+           CASE WHEN s.documents >= min_documents AND s.lang <> 'und'
+                THEN pgrag.vector_scale(s.total, 1.0 / s.documents)
+                ELSE pgrag.vector_scale(o.total, 1.0 / o.documents) END,
+           s.documents >= min_documents AND s.lang <> 'und'
     FROM s CROSS JOIN overall o
 $$;
 
 -- Fold a set's (or every set's) running sums into one row per language, and drop the sums
--- of deleted sets. Called after ingestion runs and re-indexing; harmless at any time.
+-- of deleted sets. Called after ingestion runs; harmless at any time.
 CREATE OR REPLACE FUNCTION pgrag.compact_language_sums(p_set_id bigint DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql AS $$
@@ -97,11 +102,12 @@ BEGIN
         WHERE (p_set_id IS NULL OR ls.set_id = p_set_id)
           AND (ls.set_id, ls.lang) IN (SELECT x.set_id, x.lang FROM pgrag.language_sums x
                                        GROUP BY 1, 2 HAVING count(*) > 1)
-        RETURNING ls.set_id, ls.lang, ls.n, ls.total
+        RETURNING ls.set_id, ls.lang, ls.n, ls.documents, ls.total
     ), ins AS (
-        INSERT INTO pgrag.language_sums (set_id, lang, n, total)
-        SELECT g.set_id, g.lang, sum(g.n), sum(g.total) FROM gone g GROUP BY 1, 2
-        HAVING sum(g.n) > 0
+        INSERT INTO pgrag.language_sums (set_id, lang, n, documents, total)
+        SELECT g.set_id, g.lang, sum(g.n), sum(g.documents), sum(g.total)
+        FROM gone g GROUP BY 1, 2
+        HAVING sum(g.documents) > 0
         RETURNING 1
     )
     SELECT count(*) INTO folded FROM gone;
@@ -109,14 +115,18 @@ BEGIN
 END
 $$;
 
--- Recount a set's sums from its vectors (after languages were detected for existing
--- chunks, or to shed the rounding of many incremental updates).
+-- Recount a set's sums from its vectors: after languages were detected for existing
+-- chunks, after re-indexing (its batches split documents), or to shed the rounding of many
+-- incremental updates.
 CREATE OR REPLACE FUNCTION pgrag.recount_language_sums(p_set_id bigint) RETURNS void
 LANGUAGE sql AS $$
     DELETE FROM pgrag.language_sums WHERE set_id = p_set_id;
-    INSERT INTO pgrag.language_sums (set_id, lang, n, total)
-    SELECT e.set_id, e.lang, count(*), sum(e.embedding)
-    FROM pgrag.embeddings e WHERE e.set_id = p_set_id GROUP BY 1, 2;
+    INSERT INTO pgrag.language_sums (set_id, lang, n, documents, total)
+    SELECT d.set_id, d.lang, sum(d.n), count(*), sum(d.mean)
+    FROM (SELECT e.set_id, e.lang, count(*) AS n, avg(e.embedding) AS mean
+          FROM pgrag.embeddings e WHERE e.set_id = p_set_id
+          GROUP BY e.set_id, e.lang, e.document_id) d
+    GROUP BY d.set_id, d.lang;
 $$;
 
 -- The semantic leg of one embedding set, as SQL text: chunk, cosine distance to $1, the
@@ -146,7 +156,7 @@ $$;
 
 -- Semantic candidates of the active sets of the collections in scope: `similarity` ranks
 -- (language-neutral when the set holds several languages, see the header), `cosine` is
--- the plain similarity, `centred` says whether the language correction applied.
+-- the plain similarity, `centred` says the chunk was compared language-centred.
 CREATE OR REPLACE FUNCTION pgrag.semantic_candidates(
     query_embedding vector,
     pool_size       int DEFAULT 100,
@@ -170,6 +180,11 @@ DECLARE
     m_langs text[];
     m_means vector[];
     m_own boolean[];
+    ids bigint[];
+    raws float8[];
+    cens float8[];
+    langs text[];
+    own_lang boolean[];
     filtered boolean := coalesce(filters, '{}'::jsonb) <> '{}'::jsonb;
 BEGIN
     -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8)
@@ -198,20 +213,67 @@ BEGIN
              WHERE u.lang = query_lang AND u.own),
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
              WHERE NOT u.own LIMIT 1),
-            (SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.n))
+            (SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents))
              FROM pgrag.language_sums ls WHERE ls.set_id = s.id));
+        ids := '{}'; raws := '{}'; cens := '{}'; langs := '{}'; own_lang := '{}';
         FOR g IN
-            SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean
+            SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean,
+                   bool_or(u.own AND u.lang = query_lang) AS is_query_lang
             FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
             GROUP BY CASE WHEN u.own THEN u.lang END
         LOOP
-            -- q.d - q.mean(lang d) + q.mean(lang q): 0 added within the query's language
-            RETURN QUERY EXECUTE
-                'SELECT chunk_id, 1 - distance + $5, 0, 1 - distance, lang, true FROM ('
-                || pgrag.semantic_leg_sql(s.id, s.dimensions, filtered, true) || ') leg'
-                USING query_embedding, coalesce(filters, '{}'::jsonb), pool_size, g.langs,
-                      (query_embedding <#> g.mean) - (query_embedding <#> query_mean);
+            -- the query's own language is drawn in plain cosine order, the others in
+            -- centred order; every candidate gets both similarities
+            SELECT ids || array_agg(x.id), raws || array_agg(x.raw),
+                   cens || array_agg(x.cen), langs || array_agg(x.lang),
+                   own_lang || array_agg(g.is_query_lang)
+            INTO ids, raws, cens, langs, own_lang
+            FROM pgrag.semantic_language_pool(
+                s.id, s.dimensions, filtered,
+                CASE WHEN g.is_query_lang THEN query_embedding
+                     ELSE query_embedding - query_mean END,
+                query_embedding - query_mean, query_embedding, g.mean, g.langs,
+                coalesce(filters, '{}'::jsonb), pool_size) x;
         END LOOP;
+        -- other languages onto the query language's scale: the linear map that turns the
+        -- centred similarities of the query language's own candidates into their cosines
+        RETURN QUERY
+        WITH c AS (
+            SELECT * FROM unnest(ids, raws, cens, langs, own_lang)
+                   AS c(id, raw, cen, lang, own)
+        ), fit AS (
+            SELECT avg(c.raw) AS mr, stddev_pop(c.raw) AS sr,
+                   avg(c.cen) AS mc, stddev_pop(c.cen) AS sc, count(*) AS k
+            FROM c WHERE c.own
+        )
+        SELECT c.id, CASE WHEN NOT fitted THEN c.cen
+                          WHEN c.own THEN c.raw
+                          ELSE fit.mr + (c.cen - fit.mc) * fit.sr / fit.sc END,
+               0, c.raw, c.lang, NOT (fitted AND c.own)
+        FROM c CROSS JOIN fit
+        -- too few candidates in the query's language to fit the map: all stay centred
+        CROSS JOIN LATERAL (SELECT fit.k >= 5 AND fit.sc > 0 AS fitted) f;
     END LOOP;
+END
+$$;
+
+-- One language group's candidates for semantic_candidates: drawn nearest to `probe`
+-- (HNSW), with the plain cosine to the query and the centred similarity
+--   (q - mean(lang q)) . (d - mean(lang d)) / (|q - mean(lang q)| * max(|d - mean(lang d)|, 0.3))
+-- (the floor keeps chunks that are near-copies of their language's mean, whose centred
+-- direction is noise, from being magnified; diverse text has |d - mean| >= 0.35).
+CREATE OR REPLACE FUNCTION pgrag.semantic_language_pool(
+    p_set_id bigint, p_dimensions int, p_filtered boolean, probe vector,
+    centred_query vector, query_embedding vector, lang_mean vector, langs text[],
+    filters jsonb, pool_size int
+) RETURNS TABLE (id bigint, raw float8, cen float8, lang text)
+LANGUAGE plpgsql STABLE ROWS 100 AS $$
+BEGIN
+    RETURN QUERY EXECUTE
+        'SELECT chunk_id, 1 - (embedding <=> $6), '
+        '       -((embedding - $5) <#> $7) / (vector_norm($7) '
+        '       * greatest(vector_norm(embedding - $5), 0.3)), lang FROM ('
+        || pgrag.semantic_leg_sql(p_set_id, p_dimensions, p_filtered, true) || ') leg'
+        USING probe, filters, pool_size, langs, lang_mean, query_embedding, centred_query;
 END
 $$;
