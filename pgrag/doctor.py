@@ -19,15 +19,31 @@ class Check:
     name: str
     ok: bool
     detail: str
+    note: bool = False  # worth saying, nothing to fix: does not fail the doctor
 
 
-def _describe(settings: Settings, dsn: str) -> str:
+def describe_database(settings: Settings, dsn: str) -> str:
+    """Where the data is, without the password: for doctor and `serve` start-up lines."""
     if settings.uses_embedded_postgres:
         return f"embedded PostgreSQL in {settings.home / 'pgdata'}"
     from psycopg.conninfo import conninfo_to_dict
 
     info = conninfo_to_dict(dsn)
     return f"{info.get('user', '?')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
+
+
+MAY_MIGRATE_SQL = """
+SELECT CASE WHEN to_regnamespace('pgrag') IS NULL
+            THEN has_database_privilege(current_database(), 'CREATE')
+            ELSE pg_has_role((SELECT nspowner FROM pg_namespace WHERE nspname = 'pgrag'),
+                             'USAGE') END
+"""
+
+
+async def _may_migrate(conn: Any) -> bool:
+    """Migrations create the schema (CREATE on the database) or change its objects (its
+    owner's privileges)."""
+    return bool((await (await conn.execute(MAY_MIGRATE_SQL)).fetchone())[0])
 
 
 async def run_checks(overrides: dict[str, Any]) -> list[Check]:
@@ -62,7 +78,7 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(Check("database", False, str(exc)))
         return checks
     try:
-        checks.append(Check("database", True, f"reachable: {_describe(settings, dsn)}"))
+        checks.append(Check("database", True, f"reachable: {describe_database(settings, dsn)}"))
         num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
         version = (await (await conn.execute("SHOW server_version")).fetchone())[0]
         try:
@@ -78,8 +94,22 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(Check("pgvector", True, f"vector {info.pgvector_version}"))
         st = await migrations.status(conn)
         if st.pending:
-            names = ", ".join(f"{m.version:04d}_{m.name}" for m in st.pending)
-            checks.append(Check("migrations", False, f"pending: {names}; run `pgrag migrate`"))
+            # not a failure when this role can apply them: ingest, serve and migrate do
+            names = [f"{m.version:04d}_{m.name}" for m in st.pending]
+            listed = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+            if await _may_migrate(conn):
+                detail = (
+                    f"{len(names)} pending ({listed}): `pgrag ingest`, `pgrag serve` and "
+                    "`pgrag migrate` apply them"
+                )
+                checks.append(Check("migrations", True, detail, note=True))
+            else:
+                detail = (
+                    f"{len(names)} pending ({listed}) and this user may not create the pgrag "
+                    "schema or its objects: run `pgrag migrate` as the schema's owner or a "
+                    "user with CREATE on the database"
+                )
+                checks.append(Check("migrations", False, detail))
         elif st.modified:
             checks.append(Check("migrations", False, f"applied files changed since: {st.modified}"))
         else:

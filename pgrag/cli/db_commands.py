@@ -49,7 +49,7 @@ def doctor(ctx: click.Context) -> int:
     st = state(ctx)
     results = run(lambda: run_checks(st.overrides))
     for r in results:
-        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        mark = "[red]FAIL[/]" if not r.ok else "[yellow]note[/]" if r.note else "[green]ok[/]  "
         err.print(f"{mark} {r.name}: {r.detail}", highlight=False, soft_wrap=True)
     return 0 if all(r.ok for r in results) else 1
 

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchPage, SearchService
-from pgrag.search.models import SearchFilters, SearchRequest
+from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest
 
-out = Console(width=None if Console().is_terminal else 160)
+# a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
+out = Console(width=None if Console().is_terminal or os.environ.get("COLUMNS") else 160)
 err = Console(stderr=True)
+
+WIDE = 120  # from this many columns the snippet gets a column of its own
+MAX_LIMIT = 50  # --limit's upper bound (the tool's)
+MAX_PAGE_TOKENS = 25_000  # the tool's largest page: the CLI has no model context to save
 
 
 def _num(value: float | int | None, digits: int = 4) -> str:
@@ -23,8 +30,13 @@ def _num(value: float | int | None, digits: int = 4) -> str:
     return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
-def _location(h: object) -> str:
-    loc = h.location  # type: ignore[attr-defined]
+def _leg(rank: int | None, score: float | None, digits: int) -> str:
+    """One leg as `#rank score`, or `-` when the hit was not in that leg's pool."""
+    return "-" if rank is None else f"#{rank} {_num(score, digits)}"
+
+
+def _location(h: SearchHit) -> str:
+    loc = h.location
     parts = [
         f"p.{loc.page}" if loc.page else "",
         f"slide {loc.slide}" if loc.slide else "",
@@ -34,38 +46,102 @@ def _location(h: object) -> str:
     return " ".join(p for p in parts if p)[:40]
 
 
-def print_table(page: SearchPage, explain: bool) -> None:
-    d = page.data
+def counted(data: SearchData, pool_size: int) -> str:
+    """What `total_matches` counts, in words. It is the size of the ranked pool, not a count
+    of matches: the keyword leg keeps at most `pool_size` matching chunks, and the semantic
+    leg ranks every chunk by similarity (its `pool_size` nearest), so only keyword and regex
+    totals are matches; a keyword pool at its cap means at least that many."""
+    n, mode = data.total_matches, data.mode
+    unit = "documents" if data.scope == "documents" else "chunks"
+    if mode == "regex":
+        return f"{n} matching {unit}"
+    if unit == "documents":
+        return f"{n} ranked documents"
+    if mode in ("keyword", "exact") and not data.degraded:
+        return f"{'at least ' if n >= pool_size else ''}{n} matching chunks"
+    if mode == "semantic":
+        return f"{n} nearest chunks"
+    return f"{n} ranked chunks"
+
+
+def print_table(
+    data: SearchData,
+    hits: list[SearchHit],
+    explain: bool,
+    *,
+    limit: int,
+    pool_size: int,
+    budget_cut: int | None = None,
+) -> None:
+    """The hits as a table that fits the terminal (80 columns included); notes on stderr."""
+    wide = out.width >= WIDE
     table = Table(
-        show_lines=False, title=f"{d.mode} search, {d.total_matches} matches, {d.took_ms:.0f} ms"
+        show_lines=False,
+        title=f"{data.mode} search: {len(hits)} of {counted(data, pool_size)}, "
+        f"{data.took_ms:.0f} ms",
     )
     table.add_column("#", justify="right")
-    table.add_column("document", max_width=36)
-    table.add_column("location", max_width=28)
+    table.add_column("document", ratio=1 if wide else 3, overflow="fold")
+    if wide:
+        table.add_column("location", max_width=28)
     if explain:
-        for col in ("lex rank", "lex score", "sem rank", "sem score"):
-            table.add_column(col, justify="right")
-    table.add_column("score", justify="right")
-    table.add_column("snippet", overflow="fold", ratio=2)
-    for h in d.results:
-        snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())[:160]
-        row = [str(h.rank), h.path, _location(h)]
-        if explain and h.explain:
+        table.add_column("lexical", justify="right", no_wrap=True)
+        table.add_column("semantic", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("snippet", overflow="fold", ratio=2)
+    for h in hits:
+        snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
+        if wide:
+            row = [str(h.rank), escape(h.path), escape(_location(h))]
+        else:  # one cell: path, location and the start of the snippet, one under the other
+            where = _location(h)
+            cell = escape(h.path) + (f"\n[dim]{escape(where)}[/]" if where else "")
+            row = [str(h.rank), cell + f"\n{escape(snippet[:100])}"]
+        if explain:
             e = h.explain
-            row += [
-                _num(e.lexical_rank),
-                _num(e.lexical_score),
-                _num(e.semantic_rank),
-                _num(e.semantic_score),
-            ]
-        row += [_num(h.score), snippet]
+            row += (
+                [
+                    _leg(e.lexical_rank, e.lexical_score, 2),
+                    _leg(e.semantic_rank, e.semantic_score, 3),
+                ]
+                if e
+                else ["-", "-"]
+            )
+        row.append(_num(h.score))
+        if wide:
+            row.append(escape(snippet[:160]))
         table.add_row(*row)
     out.print(table)
     notes = []
-    if d.degraded:
-        notes.append(f"degraded: {', '.join(d.degraded)} leg unavailable for this query")
-    if explain and d.results and d.results[0].explain and d.results[0].explain.fusion:
-        e = d.results[0].explain
+    if budget_cut is not None and len(hits) < limit and len(hits) < data.total_matches:
+        notes.append(
+            f"the --max-tokens budget ({budget_cut}) holds {len(hits)} of the {limit} "
+            "asked for: raise it, or leave it out"
+        )
+    more = data.total_matches - len(hits)
+    if more > 0 and len(hits) >= limit:
+        notes.append(
+            f"{more} more: --limit {min(data.total_matches, MAX_LIMIT)}"
+            if limit < MAX_LIMIT
+            else f"{more} more than --limit allows ({MAX_LIMIT}): narrow the query or "
+            "filter with --collection, --folder or --file-type"
+        )
+    if data.degraded:
+        notes.append(f"degraded: {', '.join(data.degraded)} leg unavailable for this query")
+    if explain:
+        notes.append(
+            "lexical: BM25 rank and score; semantic: rank and cosine similarity; "
+            "- : not in that leg's pool"
+        )
+        if data.mode == "hybrid" and data.scope == "chunks":
+            notes.append(
+                "ranked: chunks with the query's words plus the nearest by meaning "
+                f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
+                "no count of matches"
+            )
+    if explain and hits and hits[0].explain and hits[0].explain.fusion:
+        e = hits[0].explain
         if e.fusion == "rrf":
             notes.append(
                 f"fusion: RRF k={e.rrf_k}, lexical weight {e.lexical_weight}, "
@@ -76,8 +152,8 @@ def print_table(page: SearchPage, explain: bool) -> None:
                 f"fusion: adaptive blend of BM25/max and min-max cosine, lexical share "
                 f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage)"
             )
-    if d.search_id:
-        notes.append(f"reproduce in psql: SELECT * FROM pgrag.explain_search({d.search_id});")
+    if data.search_id:
+        notes.append(f"reproduce in psql: SELECT * FROM pgrag.explain_search({data.search_id});")
     for n in notes:
         err.print(n, highlight=False)
 
@@ -101,7 +177,12 @@ def print_table(page: SearchPage, explain: bool) -> None:
 @click.option("--threshold", type=float, default=None, help="minimum cosine similarity")
 @click.option("--explain", is_flag=True, help="show each leg's rank and score")
 @click.option("--json", "as_json", is_flag=True, help="print the MCP tool's data as JSON")
-@click.option("--max-tokens", type=click.IntRange(50, 25000), default=2000, show_default=True)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(50, 25000),
+    default=None,
+    help="token budget of the page, as MCP clients set it [default: none: --limit results]",
+)
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -115,7 +196,7 @@ def search(
     threshold: float | None,
     explain: bool,
     as_json: bool,
-    max_tokens: int,
+    max_tokens: int | None,
 ) -> None:
     """Search the knowledge base (hybrid full-text + vector ranking in SQL)."""
     settings = state(ctx).settings
@@ -127,10 +208,10 @@ def search(
         threshold=threshold,  # type: ignore[arg-type]
         filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
         explain=explain or as_json,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens or MAX_PAGE_TOKENS,
     )
 
-    async def go() -> SearchPage:
+    async def go() -> tuple[SearchPage, list[SearchHit], int]:
         async with open_runtime(settings, max_pool=2) as rt:
             service = SearchService(
                 rt.db.pool,
@@ -139,12 +220,27 @@ def search(
                 snippet_summary=settings.return_snippet_summary,
                 default_content_mode=settings.default_content_mode,
             )
-            return await service.search(request, caller="cli")
+            first = page = await service.search(request, caller="cli")
+            hits = list(page.data.results)
+            # a person asked for --limit results: pages a token budget cut short are
+            # followed, unless they set the budget themselves (then the note says so)
+            while not as_json and max_tokens is None and page.has_more and len(hits) < limit:
+                follow = request.model_copy(update={"continuation_token": page.next_token})
+                page = await service.search(follow, caller="cli")
+                hits += page.data.results
+            return first, hits[:limit], service.fusion.pool_size
 
-    page = run(go)
+    page, hits, pool_size = run(go)
     if as_json:
         payload = page.data.model_dump(mode="json")
         payload["continuation"] = {"has_more": page.has_more, "token": page.next_token}
         click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
-        print_table(page, explain)
+        print_table(
+            page.data,
+            hits,
+            explain,
+            limit=limit,
+            pool_size=pool_size,
+            budget_cut=max_tokens,
+        )

@@ -1,13 +1,25 @@
-"""`pgrag serve`: the MCP server over stdio, or HTTP (Streamable HTTP /mcp, SSE /sse, REST)."""
+"""`pgrag serve`: the MCP server over stdio, or HTTP (Streamable HTTP /mcp, SSE /sse, REST).
+
+Before serving, the database is checked and migrated (so a bad set-up is one line and an
+exit code, not a server traceback); once it serves, stderr says where and how, and when it
+stops. stdout is left alone: over stdio it is the MCP channel."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import click
 
-from pgrag.cli.app import cli, state
+from pgrag.cli.app import cli, run, state
+from pgrag.cli.signals import note_interrupted, received_stop_signal, stop_signal_name
+from pgrag.settings import Settings
+
+_json_logs = False  # PGRAG_LOG_FORMAT=json: the start/stop lines are JSON records too
 
 
 @cli.command()
@@ -30,18 +42,126 @@ def serve(
 ) -> None:
     """Serve the MCP tools and resources (stdio for desktop/IDE clients, http for remote)."""
     settings = state(ctx).settings
-    if transport == "stdio":
-        from pgrag.mcp.server import build_server
+    global _json_logs
+    _json_logs = settings.log_format == "json"
+    from pgrag.http.auth import parse_api_keys
 
-        server = build_server(settings, watch=list(watch))
+    keys = parse_api_keys(settings.api_keys) if transport == "http" else []
+    dsn = run(lambda: _preflight(settings, scoped=any(k.collections is not None for k in keys)))
+    database = _describe_database(settings, dsn)
+    try:
+        if transport == "stdio":
+            from pgrag.mcp.server import build_server
+
+            server = build_server(settings, watch=list(watch))
+            _settle_heap()
+            _say(
+                "MCP over stdio (JSON-RPC on stdin/stdout)",
+                _modes(settings, read_only=bool(settings.read_only), keys=None),
+                f"database: {database}",
+            )
+            from pgrag.cli.stdio import run_stdio
+
+            run_stdio(server)
+            _say("stopped (stdin closed)")
+            return
+        from pgrag.http.app import create_app, run_http
+
+        app = create_app(settings, host=host, watch=list(watch))
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        _announce_when_started(
+            app,
+            f"listening on {url} (MCP Streamable HTTP {url}/mcp, SSE /sse, REST /api)",
+            _modes(
+                settings,
+                read_only=True if settings.read_only is None else settings.read_only,
+                keys=keys,
+            ),
+            f"database: {database}",
+        )
         _settle_heap()
-        server.run()
-        return
-    from pgrag.http.app import create_app, run_http
+        # uvicorn returns only once it has handled a stop signal: SIGINT unless ours saw one
+        run_http(app, settings, host=host, port=port)
+        _say(f"stopped ({received_stop_signal() or 'SIGINT'})")
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: how a server ends, so exit 0
+        note_interrupted()
+        _say(f"stopped ({stop_signal_name()})")
 
-    app = create_app(settings, host=host, watch=list(watch))
-    _settle_heap()
-    run_http(app, settings, host=host, port=port)
+
+async def _preflight(settings: Settings, *, scoped: bool) -> str:
+    """Start (or reach) the database, check it and apply migrations, and check that scoped
+    keys can be enforced: every set-up problem is a one-line error here, before a server
+    framework would report it as a start-up traceback."""
+    from pgrag.db.database import connect, prepare, resolve_dsn
+    from pgrag.db.scope import check_scoping_possible
+
+    dsn = resolve_dsn(settings)
+    await prepare(dsn)
+    if scoped:
+        conn = await connect(dsn)
+        try:
+            await check_scoping_possible(conn)
+        finally:
+            await conn.close()
+    return dsn
+
+
+def _describe_database(settings: Settings, dsn: str) -> str:
+    from pgrag.doctor import describe_database
+
+    return describe_database(settings, dsn)
+
+
+def _modes(settings: Settings, *, read_only: bool, keys: list[Any] | None) -> str:
+    parts = []
+    if keys is not None:
+        if keys:
+            limited = sum(1 for k in keys if k.collections is not None)
+            parts.append(
+                f"auth: on ({len(keys)} bearer key{'s' if len(keys) != 1 else ''}"
+                + (f", {limited} limited to collections" if limited else "")
+                + ")"
+            )
+        else:
+            parts.append("auth: off (no PGRAG_API_KEYS: whoever reaches the port may call)")
+    parts.append(f"read-only: {'yes' if read_only else 'no'}")
+    parts.append(f"toolsets: {settings.toolsets}")
+    return "; ".join(parts)
+
+
+def _say(*lines: str) -> None:
+    """Operator messages on stderr: over stdio, stdout belongs to the MCP client. With
+    PGRAG_LOG_FORMAT=json they are JSON log records like every other stderr line (whatever
+    the log level: they are the server's start and stop, not chatter)."""
+    if _json_logs:
+        from pgrag.cli.app import JsonLogFormatter
+
+        record = logging.makeLogRecord(
+            {
+                "name": "pgrag.serve",
+                "levelno": logging.INFO,
+                "levelname": "INFO",
+                "msg": "; ".join(line.strip() for line in lines),
+            }
+        )
+        click.echo(JsonLogFormatter().format(record), err=True)
+        return
+    click.echo(f"pgrag serve: {lines[0]}", err=True)
+    for line in lines[1:]:
+        click.echo(f"  {line}", err=True)
+
+
+def _announce_when_started(app: Any, *lines: str) -> None:
+    """Say where the server listens once its start-up (database, services) has succeeded."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def announced(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as value:
+            _say(*lines)
+            yield value
+
+    app.router.lifespan_context = announced
 
 
 def _settle_heap() -> None:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pgrag.errors import DatabaseError, ErrorCode, PgragError
+from pgrag.errors import ConfigError, DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
 # set_config('role', ..., true) is SET LOCAL ROLE: with the scope, one statement
@@ -83,12 +83,21 @@ async def scoped_connection(
         yield conn
 
 
+SCOPING_IMPOSSIBLE = (
+    "PGRAG_API_KEYS limits keys to collections, which needs the role pgrag_scoped: run "
+    "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
+    "GRANT pgrag_scoped TO <pgrag user>;), then start again"
+)
+
+
+async def check_scoping_possible(conn: psycopg.AsyncConnection) -> None:
+    """Collection-limited keys need the role pgrag_scoped: refuse to start without it (a
+    configuration error, exit 2) rather than serve keys whose limits could not be kept."""
+    ok = (await (await conn.execute(CAN_SCOPE_SQL)).fetchone())[0]
+    if not ok:
+        raise ConfigError(SCOPING_IMPOSSIBLE)
+
+
 async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:
     async with pool.connection() as conn:
-        ok = (await (await conn.execute(CAN_SCOPE_SQL)).fetchone())[0]
-    if not ok:
-        raise DatabaseError(
-            "PGRAG_API_KEYS limits keys to collections, which needs the role pgrag_scoped: run "
-            "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
-            "GRANT pgrag_scoped TO <pgrag user>;), then start again"
-        )
+        await check_scoping_possible(conn)

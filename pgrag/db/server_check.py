@@ -28,6 +28,18 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
+def pgvector_missing_message(server_version_num: int) -> str:
+    """The install hint for this server's major version: the PGDG package and image tags
+    are per major version (postgresql-15-pgvector for a PostgreSQL 15 server)."""
+    major = server_version_num // 10000
+    return (
+        f"the pgvector extension is not installed on this PostgreSQL {major} server: install "
+        f"it (e.g. apt install postgresql-{major}-pgvector, or use the "
+        f"pgvector/pgvector:pg{major} image) or unset PGRAG_DATABASE_URL to use the embedded "
+        "PostgreSQL with pgvector."
+    )
+
+
 async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
     """Verify versions and create the vector extension if allowed; explain how to fix it."""
     num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
@@ -39,11 +51,7 @@ async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
         )
     row = await (await conn.execute(AVAILABLE_VECTOR_SQL)).fetchone()
     if row is None:
-        raise DatabaseError(
-            "the pgvector extension is not installed on this server: install it "
-            "(e.g. apt install postgresql-17-pgvector, or use the pgvector/pgvector image) "
-            "or unset PGRAG_DATABASE_URL to use the embedded PostgreSQL with pgvector."
-        )
+        raise DatabaseError(pgvector_missing_message(num))
     default_version, installed = row
     if installed is None:
         try:
