@@ -32,9 +32,8 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.support.citus import CitusCluster, citus_cluster
+from tests.support.citus import CitusCluster, apply_schema_changes, citus_cluster
 
-SUPPORT = Path(__file__).parent / "support"
 _names = itertools.count()
 
 FOLDERS: dict[str, dict[str, str]] = {
@@ -161,27 +160,17 @@ def _vec(i: int) -> str:
     return "[" + ",".join(str(((i * 7 + k * 13) % 17) / 17 - 0.4) for k in range(DIMS)) + "]"
 
 
-def _run_script(conn: psycopg.Connection, name: str) -> None:
-    """One statement at a time: Citus sends DDL on a distributed table to the shards as
-    one command, and refuses several in one."""
-    text = "\n".join(
-        line for line in (SUPPORT / name).read_text().splitlines() if not line.startswith("--")
-    )
-    for statement in filter(None, (s.strip() for s in text.split(";"))):
-        conn.execute(statement.encode())
-
-
 @pytest.fixture(scope="module")
 def distributed_dsn(citus: CitusCluster) -> str:
     """A database distributed by collection after the schema changes pgrag still needs."""
     url = _fresh(citus)
     asyncio.run(_migrate(url, None))
     with psycopg.connect(url, autocommit=True) as conn:
-        _run_script(conn, "citus_schema_before.sql")
+        apply_schema_changes(conn, "before")
     conn_async = asyncio.run(_blockers_then_distribute(url))
     assert all("LANGUAGE sql function" in b for b in conn_async), conn_async
     with psycopg.connect(url, autocommit=True) as conn:
-        _run_script(conn, "citus_schema_after.sql")
+        apply_schema_changes(conn, "after")
         conn.execute("INSERT INTO pgrag.collections (name) VALUES ('a'), ('b'), ('c')")
         conn.execute(
             "INSERT INTO pgrag.embedding_sets (collection_id, model, dimensions, state)"
@@ -329,3 +318,46 @@ def test_pgrag_sql_search_functions_are_refused_on_distributed_tables(
         conn.execute(
             "SELECT * FROM pgrag.regex_search('vacation', 5, ARRAY[1]::bigint[])"
         ).fetchall()
+
+
+def test_a_large_tenant_is_isolated_to_its_own_shards(distributed_dsn: str) -> None:
+    """`isolate_tenant_to_new_shard` moves one collection's co-located shards apart (the
+    answer to "one collection cannot spread" with the collection key); searches still work."""
+    with psycopg.connect(distributed_dsn, autocommit=True) as conn:
+        before = conn.execute("SELECT count(*) FROM pgrag.chunks WHERE collection_id = 3")
+        n = before.fetchone()
+        conn.execute(
+            "SELECT isolate_tenant_to_new_shard('pgrag.documents', 3, 'CASCADE',"
+            " shard_transfer_mode => 'block_writes')"
+        )
+        shard = conn.execute(
+            "SELECT get_shard_id_for_distribution_column('pgrag.chunks', 3)"
+        ).fetchone()
+        bounds = conn.execute(
+            "SELECT shardminvalue::bigint = shardmaxvalue::bigint FROM pg_dist_shard"
+            " WHERE shardid = %s",
+            shard,
+        ).fetchone()
+        after = conn.execute("SELECT count(*) FROM pgrag.chunks WHERE collection_id = 3")
+        assert after.fetchone() == n
+        emb_shard = conn.execute(
+            "SELECT get_shard_id_for_distribution_column('pgrag.embeddings', 3)"
+        ).fetchone()
+        assert emb_shard
+        indexes = conn.execute(
+            "SELECT result FROM run_command_on_workers($$SELECT string_agg(\"Name\", ',')"
+            ' FROM citus_shard_indexes_on_worker WHERE "Table" = \'embeddings_'
+            + str(emb_shard[0])
+            + "'$$)"
+        ).fetchall()
+    assert bounds == (True,)  # a shard holding exactly one hash value: that tenant only
+    # the new shard carries the HNSW indexes (the planner may prefer the primary key on a
+    # shard that holds only this tenant: every row matches collection_id there)
+    assert any(r[0] and f"embeddings_hnsw_3_{emb_shard[0]}" in r[0] for r in indexes), indexes
+    plan = _plan(
+        distributed_dsn,
+        f"SELECT chunk_id FROM pgrag.embeddings WHERE collection_id = 3 AND set_id = 3"
+        f" ORDER BY embedding::vector({DIMS}) <=> %s::vector LIMIT 5",
+        (_vec(5),),
+    )
+    assert _task_count(plan) == 1, plan

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CITUS_VERSION = "14.0.1"
 CITUS_SHA256 = "acfa9a77cd84a8e1edab26cca4a71355f39c910c01586da89560e0240d4b05ba"
@@ -158,6 +159,16 @@ def build_citus() -> Path:
                     os.chmod(p, p.stat().st_mode | 0o444)
         os.chmod(final, 0o755)
         return done
+
+
+def apply_schema_changes(conn: Any, step: str) -> None:
+    """Run tests/support/citus_schema_{step}.sql (`before` or `after` distribute()) on a
+    psycopg connection, one statement at a time: Citus sends DDL on a distributed table to
+    the shards as one command and refuses several in one."""
+    path = Path(__file__).parent / f"citus_schema_{step}.sql"
+    text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("--"))
+    for statement in filter(None, (s.strip() for s in text.split(";"))):
+        conn.execute(statement.encode())
 
 
 def _free_port() -> int:
