@@ -289,12 +289,35 @@ class CitusCluster:
                 self._pg("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop", check=False)
 
 
+def _reap_orphans(pginstall: Path, libs: Path) -> None:
+    """Stop and remove clusters left by runs that were killed before their teardown (a
+    SIGKILLed or SIGTERMed pytest): each cluster dir records the pid that owns it."""
+    for base in Path(tempfile.gettempdir()).glob("pgrag-citus-*"):
+        owner = base / "owner.pid"
+        try:
+            pid = int(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running: not ours to stop
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        stale = CitusCluster(pginstall=pginstall, libs=libs, base=base, worker_ports=[0, 0])
+        stale.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
     """Build (or reuse) Citus, start a cluster in a temp dir, stop and remove it after."""
     pginstall = build_citus()
     _, libs = _pginstall()
+    _reap_orphans(pginstall, libs)
     base = Path(tempfile.mkdtemp(prefix="pgrag-citus-"))
+    (base / "owner.pid").write_text(str(os.getpid()))
     cluster = CitusCluster(pginstall=pginstall, libs=libs, base=base)
     try:
         cluster.start(workers)
