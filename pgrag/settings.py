@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     embedding_query_threads: int = Field(
         2, ge=1, le=32, description="bundled model: threads embedding queries (passages use one)"
     )
+    distributed: bool | None = Field(
+        None,
+        description="Citus: distribute the tables by collection (docs/scale-out.md); "
+        "unset: detect the citus extension",
+    )
     log_retention_days: int = Field(
         30,
         ge=0,
@@ -219,6 +224,8 @@ def _default_text(name: str) -> str:
         return "`~/.local/share/pgrag`"
     if name == "read_only":
         return "true for HTTP, false for the CLI"
+    if name == "distributed":
+        return "unset (detect)"
     default = field.default
     if default is None:
         return "unset"

@@ -31,7 +31,7 @@ def migrate(ctx: click.Context) -> None:
             from pgrag.db.server_check import ensure_server_ready
 
             await ensure_server_ready(conn)
-            applied = await migrations.migrate(conn)
+            applied = await migrations.migrate(conn, distributed=settings.distributed)
             st = await migrations.status(conn)
         finally:
             await conn.close()
@@ -61,7 +61,7 @@ def psql(ctx: click.Context, psql_args: tuple[str, ...]) -> int:
     """Open psql on the configured or embedded database (extra arguments go to psql)."""
     settings = state(ctx).settings
     dsn = resolve_dsn(settings)
-    run(lambda: prepare(dsn))
+    run(lambda: prepare(dsn, distributed=settings.distributed))
     binary = (
         str(psql_path())
         if settings.uses_embedded_postgres

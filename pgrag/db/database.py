@@ -37,13 +37,15 @@ async def connect(dsn: str) -> psycopg.AsyncConnection:
         ) from exc
 
 
-async def prepare(dsn: str, *, run_migrations: bool = True) -> ServerInfo:
-    """Check the server and bring the schema up to date."""
+async def prepare(
+    dsn: str, *, run_migrations: bool = True, distributed: bool | None = None
+) -> ServerInfo:
+    """Check the server and bring the schema up to date (`distributed`: PGRAG_DISTRIBUTED)."""
     conn = await connect(dsn)
     try:
         info = await ensure_server_ready(conn)
         if run_migrations:
-            await migrations.migrate(conn)
+            await migrations.migrate(conn, distributed=distributed)
         return info
     finally:
         await conn.close()
@@ -84,7 +86,7 @@ async def open_database(
     settings: Settings, *, min_size: int = 1, max_size: int = 10, dsn: str | None = None
 ) -> AsyncIterator[Database]:
     dsn = dsn or resolve_dsn(settings)
-    info = await prepare(dsn)
+    info = await prepare(dsn, distributed=settings.distributed)
     pool = AsyncConnectionPool(
         dsn,
         min_size=min_size,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 
+from pgrag.db import distributed as distribution
 from pgrag.db.languages import detect_missing_languages
 
 MIGRATION_LOCK_KEY = 0x70677261_67000001  # "pgrag" + 1: one lock for every pgrag database
@@ -163,9 +164,12 @@ async def status(conn: psycopg.AsyncConnection) -> MigrationStatus:
     )
 
 
-async def migrate(conn: psycopg.AsyncConnection) -> list[Migration]:
-    """Apply pending migrations, then changed function files; safe to call from many
-    processes at once."""
+async def migrate(
+    conn: psycopg.AsyncConnection, *, distributed: bool | None = None
+) -> list[Migration]:
+    """Apply pending migrations, then changed function files, then the distributed mode
+    when Citus is there (`distributed`: PGRAG_DISTRIBUTED, None detects); safe to call
+    from many processes at once."""
     assert conn.autocommit, "migrate() manages its own transactions"
     await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
     try:
@@ -187,6 +191,7 @@ async def migrate(conn: psycopg.AsyncConnection) -> list[Migration]:
             done.append(migration)
         await apply_functions(conn)
         await detect_missing_languages(conn)
+        await distribution.apply(conn, distributed)
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
