@@ -748,7 +748,7 @@ async def test_ignore_rules_and_unsupported_types(dsn: str, tmp_path: Path) -> N
             "draft.tmp": "temporary",
             "build/out.txt": "generated",
             "sub/debug.log.txt": "log lines",
-            "photo.png": b"\x89PNG\r\n\x1a\n",
+            "movie.mp4": b"\x00\x00\x00\x18ftypmp42",
             "data.bin": b"\x00\x01\x02",
             ".pgragignore": "# generated output\nbuild/\n*.log.txt\n",
         },
@@ -757,7 +757,7 @@ async def test_ignore_rules_and_unsupported_types(dsn: str, tmp_path: Path) -> N
     assert outcomes(summary) == {
         "keep.txt": Outcome.ADDED,
         "sub/keep.md": Outcome.ADDED,
-        "photo.png": Outcome.SKIPPED,
+        "movie.mp4": Outcome.SKIPPED,
         "data.bin": Outcome.SKIPPED,
     }
     assert set(documents(dsn)) == {"keep.txt", "sub/keep.md"}

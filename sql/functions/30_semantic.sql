@@ -23,7 +23,6 @@
 -- Candidates come per language from the HNSW index: plain cosine order for the query's
 -- language, cos(q - mean(lang q), d) order for the others, then rescored exactly.
 -- With one language the plain cosine is used, exactly as before.
--- `cosine` (the plain similarity) is what min_similarity thresholds.
 
 -- The typed expression an embedding set is indexed and queried by.
 CREATE OR REPLACE FUNCTION pgrag.embedding_expr(dimensions int) RETURNS text

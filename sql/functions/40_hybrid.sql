@@ -115,7 +115,7 @@ BEGIN
         FROM lexical l
         FULL JOIN semantic s ON s.chunk_id = l.chunk_id
         CROSS JOIN q
-        WHERE min_similarity IS NULL OR s.cosine >= min_similarity
+        WHERE min_similarity IS NULL OR s.score >= min_similarity
     )
     SELECT j.id, j.lrank, j.lscore, j.lnorm, j.coverage, j.srank, j.sscore, j.snorm,
            CASE WHEN j.fusion = 'adaptive' THEN j.share END,
