@@ -60,10 +60,9 @@ RESHAPED = {
 }
 
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
+class SqlFile:
+    """A file of SQL the runner applies, recognised later by its checksum."""
+
     path: Path
 
     @property
@@ -73,6 +72,13 @@ class Migration:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Migration(SqlFile):
+    version: int
+    name: str
+    path: Path
 
 
 def _sql_dir(name: str) -> Path:
@@ -91,17 +97,9 @@ def functions_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class FunctionFile:
+class FunctionFile(SqlFile):
     name: str
     path: Path
-
-    @property
-    def sql(self) -> str:
-        return self.path.read_text(encoding="utf-8")
-
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
 def discover_functions(directory: Path | None = None) -> list[FunctionFile]:
