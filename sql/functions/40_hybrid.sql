@@ -9,8 +9,9 @@
 --               and per chunk: share * coverage^2 for a chunk outside the lexical pool whose
 --               language is not the query's (words cannot match across languages, so the
 --               full share would hold back an answer in another language whenever the
---               query's words occur in its own; xquad-mixed, question in the other
---               language than its paragraph: hybrid nDCG@10 0.61 -> 0.74, same 0.987 -> 0.978)
+--               query's words occur in its own; an exact match keeps the full share).
+--               xquad-mixed, question in the other language than its paragraph: see the
+--               table in benchmarks/README.md ("Mixed languages").
 --   fused     = lexical_weight  * share       * lexical_score / max(lexical_score)
 --             + semantic_weight * (1 - share) * (sim - min(sim)) / (max(sim) - min(sim))
 -- Defaults coverage_gain 1.2, max_lexical_share 0.8 were chosen on SciFact train and held
