@@ -11,7 +11,7 @@ import os
 import random
 import re
 import subprocess
-import tempfile
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -766,16 +766,26 @@ async def test_ignore_rules_and_unsupported_types(dsn: str, tmp_path: Path) -> N
 # --------------------------------------------------------------------------- memory bound
 
 
+# Measured from a small launcher: a child forked from the (large) pytest process carries the
+# parent's resident set into its own peak until it execs, so wait4's ru_maxrss would report
+# pytest's size, not pgrag's.
+LAUNCHER = (
+    "import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(rc)"
+)
+
+
 def run_measured(args: list[str]) -> tuple[int, str, str, float]:
     """Run a command; return (exit code, stdout, stderr, peak RSS in MB) of that process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env={**os.environ, "COLUMNS": "200"})
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
-        return proc.returncode, out.read().decode(), err.read().decode(), peak_mb
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *args], capture_output=True, text=True, env=env
+    )
+    err, _, peak_kib = done.stderr.rstrip("\n").rpartition("\n")
+    if not err and not peak_kib.strip().isdigit():
+        err, peak_kib = peak_kib, "0"
+    return done.returncode, done.stdout, err, int(peak_kib) / 1024  # KiB on Linux
 
 
 def ingest_cmd(dsn: str, *args: str) -> list[str]:
