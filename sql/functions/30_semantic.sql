@@ -217,7 +217,7 @@ BEGIN
         ids := '{}'; raws := '{}'; cens := '{}'; langs := '{}'; own_lang := '{}';
         FOR g IN
             SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean,
-                   bool_or(u.own AND u.lang = query_lang) AS is_query_lang
+                   coalesce(bool_or(u.own AND u.lang = query_lang), false) AS is_query_lang
             FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
             GROUP BY CASE WHEN u.own THEN u.lang END
         LOOP
