@@ -110,17 +110,25 @@ COPY ca-certificates.crt /etc/ssl/certs/host-ca-certificates.crt
 ENV PIP_CERT=/etc/ssl/certs/host-ca-certificates.crt \\
     SSL_CERT_FILE=/etc/ssl/certs/host-ca-certificates.crt
 EOF
-  "${PODMAN[@]}" build -q --network host -t "$BASE" "$WORK/base" >"$WORK/base.log" 2>&1 \
+  "${PODMAN[@]}" build -q --layers=false --network host -t "$BASE" "$WORK/base" >"$WORK/base.log" 2>&1 \
     || { tail -20 "$WORK/base.log" >&2; fail "build of the stand-in for $BASE"; }
   ok "stand-in for $BASE built from Debian bookworm in $((SECONDS - t)) s"
 fi
 
 # --- the image ------------------------------------------------------------------------------
 # --format docker: podman's default OCI image format has no HEALTHCHECK and drops it
+# --layers=false: no intermediate images pile up run after run (they would hardly be reused:
+# the build stage copies pgrag/ and the README, so nearly every commit rebuilds it); the
+# previous build of IMAGE is removed once the new one has its tag.
 t=$SECONDS
-"${PODMAN[@]}" build --format docker --network host --pull=never -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
-  || { tail -30 "$WORK/build.log" >&2; fail "podman build of the Dockerfile"; }
-ok "image $IMAGE built in $((SECONDS - t)) s"
+old_id="$("${PODMAN[@]}" image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
+"${PODMAN[@]}" build --format docker --layers=false --network host --pull=never -t "$IMAGE" . \
+  >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; fail "podman build of the Dockerfile"; }
+new_id="$("${PODMAN[@]}" image inspect -f '{{.Id}}' "$IMAGE")"
+if [[ -n "$old_id" && "$old_id" != "$new_id" ]]; then
+  "${PODMAN[@]}" rmi "$old_id" >/dev/null 2>&1 || true
+fi
+ok "image $IMAGE built in $((SECONDS - t)) s ($(("$("${PODMAN[@]}" image inspect -f '{{.Size}}' "$IMAGE")" / 1000000)) MB)"
 
 # --- a container: default command, a volume for PGRAG_HOME, the sample folder at /docs ----
 mkdir -p "$WORK/docs"
