@@ -65,23 +65,23 @@ def resolve_field(wanted: Any, fields: list[str], role: str, fixes: Fixes) -> st
             )
         fixes.add(f"mapping.{role} takes one field: used the first of {wanted}")
         wanted = wanted[0]
-    wanted = str(wanted)
-    if wanted in fields:
-        return wanted
+    name = str(wanted)
+    if name in fields:
+        return name
     by_norm = {norm(f): f for f in fields}
-    if norm(wanted) in by_norm:
-        found = by_norm[norm(wanted)]
-        fixes.add(f"mapping.{role} '{wanted}' matched field '{found}'")
+    if norm(name) in by_norm:
+        found = by_norm[norm(name)]
+        fixes.add(f"mapping.{role} '{name}' matched field '{found}'")
         return found
-    close = difflib.get_close_matches(norm(wanted), list(by_norm), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(norm(name), list(by_norm), n=1, cutoff=0.75)
     if close:
         found = by_norm[close[0]]
-        fixes.add(f"mapping.{role} '{wanted}' matched the similar field '{found}'")
+        fixes.add(f"mapping.{role} '{name}' matched the similar field '{found}'")
         return found
     raise InvalidArgument(
-        f"mapping.{role}: the data has no field '{wanted}'; its fields are "
+        f"mapping.{role}: the data has no field '{name}'; its fields are "
         f"{', '.join(fields) or '(none)'}",
-        detail={"field": f"mapping.{role}", "missing": wanted, "available": fields},
+        detail={"field": f"mapping.{role}", "missing": name, "available": fields},
     )
 
 

@@ -9,24 +9,30 @@ it to callers limited to collections (`UNSCOPED_REASON` says why)."""
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import Forbidden, InvalidArgument, NotFound
+from pgrag.errors import InvalidArgument, NotFound
 from pgrag.services import documents as docs
+from pgrag.services.graph_checks import (
+    allow_list,
+    allowed_name,
+    changes,
+    check_properties,
+    no_node,
+    no_relationship,
+    parse_uuid,
+)
 from pgrag.settings import Settings
 from pgrag.store import graph as store
 from pgrag.store.graph import FoundNode, FoundRelationship, NodeRow, RelationshipRow, ScoredNodeRow
 
 MAX_PATH_DEPTH = 6
 MAX_NEIGHBOR_DEPTH = 3
-MAX_PROPERTIES_BYTES = 64_000
 TRAVERSAL_TIMEOUT = "4s"  # below the 5 s tool timeout: the database stops, not only the client
 UNSCOPED_REASON = (
     "graph data is not limited to collections (a node may link to a document of any collection)"
@@ -49,79 +55,6 @@ class Neighborhood:
     truncated: bool
 
 
-# ---- checks -------------------------------------------------------------------------------
-
-
-def _allow_list(value: str) -> list[str]:
-    return [v for v in value.split(",") if v]
-
-
-def _allowed(value: str, allowed: Sequence[str], what: str, variable: str) -> str:
-    """The allow-list's spelling of `value` (matched case-insensitively), else FORBIDDEN."""
-    wanted = value.strip().lower()
-    for name in allowed:
-        if name.lower() == wanted:
-            return name
-    raise Forbidden(
-        f"{what} '{value}' is not allowed: use one of {', '.join(allowed)} "
-        f"(the operator sets the list with {variable})",
-        detail={what.replace(" ", "_"): value, "allowed": list(allowed)},
-    )
-
-
-def parse_uuid(value: str, field: str, kind: str = "node") -> str:
-    """The canonical form of a node or relationship id; INVALID_ARGUMENT naming `field`."""
-    try:
-        return str(uuid.UUID(value.strip()))
-    except ValueError:
-        raise InvalidArgument(
-            f"{field}: '{value[:80]}' is not a {kind} id (a UUID); get ids from "
-            "graph_find_node, graph_fuzzy_search or graph_find_relationship",
-            detail={"field": field},
-        ) from None
-
-
-def check_properties(value: dict[str, Any] | None, field: str = "properties") -> dict[str, Any]:
-    """A JSON object within the size limit (long text belongs in a document)."""
-    value = value or {}
-    try:
-        size = len(json.dumps(value, ensure_ascii=False).encode())
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{field} must be a JSON object", detail={"field": field}) from None
-    if size > MAX_PROPERTIES_BYTES:
-        raise InvalidArgument(
-            f"{field} is {size} bytes; keep properties under {MAX_PROPERTIES_BYTES} bytes "
-            "(store long text as a document and link it)",
-            detail={"field": field, "bytes": size},
-        )
-    return value
-
-
-def _changes(value: dict[str, Any] | None, replace: bool) -> tuple[dict[str, Any], list[str]]:
-    """(keys to set, keys to remove): a merge patch (null removes), or a full replacement."""
-    value = check_properties(value)
-    if replace:
-        return value, []
-    return (
-        {k: v for k, v in value.items() if v is not None},
-        [k for k, v in value.items() if v is None],
-    )
-
-
-def no_node(node_id: str, field: str = "id") -> NotFound:
-    return NotFound(
-        f"no graph node {node_id}: find nodes with graph_find_node or graph_fuzzy_search",
-        detail={"field": field, "id": node_id},
-    )
-
-
-def no_relationship(rel_id: str) -> NotFound:
-    return NotFound(
-        f"no graph relationship {rel_id}: list them with graph_find_relationship",
-        detail={"id": rel_id},
-    )
-
-
 @dataclass(frozen=True)
 class GraphService:
     """Graph reads and writes over a pool, with the operator's label / type allow-lists."""
@@ -130,12 +63,12 @@ class GraphService:
     settings: Settings
 
     def label(self, value: str) -> str:
-        allowed = _allow_list(self.settings.graph_labels)
-        return _allowed(value, allowed, "label", "PGRAG_GRAPH_LABELS")
+        allowed = allow_list(self.settings.graph_labels)
+        return allowed_name(value, allowed, "label", "PGRAG_GRAPH_LABELS")
 
     def rel_type(self, value: str) -> str:
-        allowed = _allow_list(self.settings.graph_relationship_types)
-        return _allowed(value, allowed, "relationship type", "PGRAG_GRAPH_RELATIONSHIP_TYPES")
+        allowed = allow_list(self.settings.graph_relationship_types)
+        return allowed_name(value, allowed, "relationship type", "PGRAG_GRAPH_RELATIONSHIP_TYPES")
 
     def types(self, values: list[str] | None) -> list[str] | None:
         if not values:
@@ -259,7 +192,7 @@ class GraphService:
     ) -> NodeRow:
         """The node after the change (None values keep what is stored)."""
         node_id = parse_uuid(node_id, "id")
-        set_, unset = _changes(properties, replace_properties)
+        set_, unset = changes(properties, replace_properties)
         new_label = self.label(label) if label else None
         doc_id, chunk = (None, None) if unlink else await self.link(scope, document_id, chunk_id)
         async with self.pool.connection() as conn:
@@ -351,7 +284,7 @@ class GraphService:
         rel_type: str | None,
     ) -> RelationshipRow:
         rel_id = parse_uuid(rel_id, "id", "relationship")
-        set_, unset = _changes(properties, replace_properties)
+        set_, unset = changes(properties, replace_properties)
         new_type = self.rel_type(rel_type) if rel_type else None
         async with self.pool.connection() as conn:
             row = await store.update_relationship(
@@ -439,7 +372,9 @@ class GraphService:
             return text, await store.fuzzy_search(conn, text, wanted, limit)
 
 
-async def _require_nodes(conn: Any, src: str, dst: str, *, lock: bool = False) -> None:
+async def _require_nodes(
+    conn: psycopg.AsyncConnection, src: str, dst: str, *, lock: bool = False
+) -> None:
     """NOT_FOUND naming the missing end (from_id first); `lock` keeps both until commit."""
     found = await store.existing_nodes(conn, [src, dst], lock=lock)
     for field, node_id in (("from_id", src), ("to_id", dst)):

@@ -355,7 +355,7 @@ async def delete_relationship(conn: psycopg.AsyncConnection, rel_id: str) -> boo
 
 async def limit_statement_time(conn: psycopg.AsyncConnection, timeout: str) -> None:
     """Stop this transaction's statements after `timeout` (a Postgres interval literal)."""
-    await conn.execute(f"SET LOCAL statement_timeout = '{timeout}'")  # type: ignore[arg-type]
+    await conn.execute(f"SET LOCAL statement_timeout = '{timeout}'")
 
 
 async def find_path(

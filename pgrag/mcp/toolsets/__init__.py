@@ -14,8 +14,8 @@ MODULES = {
     "graph": "pgrag.mcp.toolsets.graph",
     "web": "pgrag.mcp.toolsets.web",
     "chart": "pgrag.mcp.toolsets.chart",
-    "ldims": "pgrag.mcp.toolsets.ldims",
-    "rag": "pgrag.mcp.toolsets.rag",
+    "ldims": "pgrag.mcp.toolsets.compat.ldims",
+    "rag": "pgrag.mcp.toolsets.compat.rag",
 }
 CONFLICTS = [({"core", "rag"}, "both define `list_documents`; enable one of them")]
 
