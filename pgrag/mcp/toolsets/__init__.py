@@ -1,5 +1,6 @@
-"""Opt-in toolsets (SPEC §5.3), each in its own module with `register(server)`; only the
-toolsets named in PGRAG_TOOLSETS are imported and registered."""
+"""Opt-in toolsets (SPEC §5.3), each a module or package with `register(server)` that
+publishes its module-level handlers; only the toolsets named in PGRAG_TOOLSETS are imported
+and registered. The compatibility toolsets (`ldims`, `rag`) live under `compat/`."""
 
 from __future__ import annotations
 
