@@ -84,7 +84,8 @@ def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
             f"metadata is larger than {MAX_METADATA_CHARS} characters as JSON: keep it small",
             detail={"field": "metadata"},
         )
-    return json.loads(json.dumps(meta, default=str))
+    stored: dict[str, Any] = json.loads(json.dumps(meta, default=str))
+    return stored
 
 
 def paths_for(doc_id: uuid.UUID, title: str, folder: str) -> tuple[str, str, str]:
@@ -101,6 +102,9 @@ def parse_content(content: str) -> ParsedDocument:
         path = Path(tmp) / "content.md"
         path.write_text(content, encoding="utf-8")
         return markdown.parse(path)
+
+
+# ---- versions -----------------------------------------------------------------------------
 
 
 def prepare(

@@ -84,9 +84,10 @@ def _document_item(r: dict[str, Any]) -> DocumentItem:
 
 
 @enveloped("get_document_outline")
-async def get_document_outline(document_id: DocumentId, ctx: Context[Any, Any]) -> result(
-    OutlineData
-):  # type: ignore[valid-type]
+async def get_document_outline(
+    document_id: DocumentId,
+    ctx: Context[Any, Any],
+) -> result(OutlineData):  # type: ignore[valid-type]
     """The structure of a document without its text: pdf pages and bookmarks, sheets
     with rows/columns, slide titles, headings; plus size, title, author and dates.
     Instant (cached at ingestion). Use it to choose page/sheet/slide ranges."""
