@@ -10,7 +10,7 @@ from typing import Any
 from pgrag.errors import ConfigError
 
 MODULES = {
-    "core": "pgrag.mcp.core_tools",
+    "core": "pgrag.mcp.toolsets.core",
     "write": "pgrag.mcp.toolsets.write",
     "graph": "pgrag.mcp.toolsets.graph",
     "web": "pgrag.mcp.toolsets.web",
