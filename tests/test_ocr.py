@@ -24,6 +24,7 @@ from pgrag.ingest.parsers import OCR_UNAVAILABLE, parse
 from pgrag.ingest.pipeline import Ingestor, Outcome
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
+from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.test_search import _pool
@@ -276,3 +277,8 @@ async def test_missing_engine_fails_with_ocr_unavailable(
     assert "pip install rapidocr-onnxruntime" in message and "tesseract-ocr" in message
     rows = _rows(dsn, "SELECT status, error_code FROM pgrag.documents ORDER BY path")
     assert rows == [("failed", OCR_UNAVAILABLE), ("failed", OCR_UNAVAILABLE)]
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        report = await status_report(conn)
+    assert report["ocr"]["unavailable"] == 2 and report["ocr"]["documents"] == 0
+    assert {f["error_code"] for f in report["failed"]} == {OCR_UNAVAILABLE}
+    assert all("pip install rapidocr-onnxruntime" in f["error_detail"] for f in report["failed"])

@@ -177,6 +177,7 @@ def register(server: MCPServer[Any]) -> None:
                 title=r["title"],
                 collection=r["collection"],
                 modified=r["modified_at"].isoformat() if r["modified_at"] else None,
+                ocr_pages=r["ocr_pages"],
             )
             for r in rows[:200]
         ]
@@ -461,6 +462,7 @@ def register(server: MCPServer[Any]) -> None:
                             "error_code": r["error_code"],
                             "error_detail": r["error_detail"],
                             "ingested": r["ingested_at"].isoformat() if r["ingested_at"] else None,
+                            "ocr": r["ocr"],
                         },
                     )
                 )
@@ -471,6 +473,7 @@ def register(server: MCPServer[Any]) -> None:
                 total=report["total"],
                 processing=_jsonable_rows(report["processing"]),
                 failed=_jsonable_rows(report["failed"]),
+                ocr=report["ocr"],
             )
         )
 
