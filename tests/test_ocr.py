@@ -231,6 +231,30 @@ def test_character_error_rate_on_clean_300dpi(
     assert cer(truth, doc.units[0].body) < 0.05, doc.units[0].body
 
 
+PARAGRAPH = [
+    "This agreement is made between the supplier and the buyer named below.",
+    "The supplier delivers 480 steel brackets to the Lisbon warehouse each month.",
+    "本协议由供需双方于上海签订，自双方签字之日起生效。",
+    "甲方有权在提前三十日书面通知的情况下解除本协议。",
+    "Invoices are payable within 30 days; 逾期付款按日万分之五计息。",
+    "Both parties keep one signed copy 双方各执一份 of this agreement.",
+]
+
+
+@needs_font
+@pytest.mark.parametrize("suffix", [".png", ".pdf"])
+def test_character_error_rate_on_a_multi_line_300dpi_page(
+    suffix: str, tmp_path: Path, ocr_options: OcrOptions
+) -> None:
+    """A paragraph of English, Chinese and mixed lines, as an image and as a scanned PDF:
+    every line read, in order (edit distance counts dropped and swapped lines)."""
+    path = tmp_path / f"paragraph{suffix}"
+    render(PARAGRAPH).save(path, dpi=(300, 300), resolution=300)
+    doc = parse(path, ocr=ocr_options)
+    assert doc.units[0].meta["ocr"] is True
+    assert cer("\n".join(PARAGRAPH), doc.units[0].body) < 0.05, doc.units[0].body
+
+
 @needs_font
 def test_unchanged_pages_are_read_from_the_cache(tmp_path: Path, ocr_options: OcrOptions) -> None:
     from pgrag.ingest.ocr import ocr_images
