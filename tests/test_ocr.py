@@ -5,6 +5,7 @@ and stored in a real PostgreSQL; hash/384 embeddings keep ingestion fast."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import io
 import sys
@@ -276,6 +277,37 @@ def test_a_page_that_fails_ocr_is_reported_and_the_document_ingests(tmp_path: Pa
     assert doc.units[0].body == "" and "longer than" in doc.units[0].meta["ocr_error"]
     assert doc.metadata["ocr"]["failed_pages"][0]["page"] == 1
     assert "OCR failed" in doc.metadata["warnings"][0]
+
+
+@needs_font
+def test_rapidocr_page_over_its_time_limit_is_killed_and_the_next_page_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RapidOCR reads in a worker process: a page over its limit kills the worker (no
+    thread left computing), the next page starts a fresh one."""
+    from pgrag.ingest.ocr import ocr_images, rapid
+
+    started: list[rapid.Worker] = []
+    start = rapid.Worker.__init__
+
+    def tracked(worker: rapid.Worker, threads: int) -> None:
+        start(worker, threads)
+        started.append(worker)
+
+    monkeypatch.setattr(rapid.Worker, "__init__", tracked)
+    engines._rapid.cache_clear()
+    options = OcrOptions(engine="rapidocr", workers=1, page_timeout_s=0.05)
+    try:
+        slow, engine = ocr_images([1], [lambda: render([EN] * 8)], options)
+        assert engine == "rapidocr" and "longer than 0.05 s" in (slow[0].error or "")
+        assert len(started) == 1 and started[0].proc.poll() is not None  # killed
+        unhurried = dataclasses.replace(options, page_timeout_s=300)  # the same engine
+        again, _ = ocr_images([1], [lambda: render([EN])], unhurried)
+        assert len(started) == 2 and cer(EN, again[0].text) < 0.05, again[0].text
+    finally:
+        for worker in started:
+            worker.close()
+        engines._rapid.cache_clear()
 
 
 async def test_missing_engine_fails_with_ocr_unavailable(

@@ -222,6 +222,6 @@ def metadata(doc: DocumentRef) -> dict[str, Any]:
             meta[key] = outline[key]
     if "sheets" in outline:
         meta["sheets"] = [s.get("name") for s in outline["sheets"]]
-    if r["ocr"]:  # pages read by OCR: engine, languages, pages, confidence, failed pages
-        meta["ocr"] = r["ocr"]
+    if ocr := (r["metadata"] or {}).get("ocr"):  # engine, pages, confidence, failed pages
+        meta["ocr"] = ocr
     return meta
