@@ -164,6 +164,10 @@ def load(engine: str, languages: str, workers: int) -> Engine:
             try:
                 with _lock:  # one engine, and its first worker, started at a time
                     return _rapid(max(1, (os.cpu_count() or 1) // max(1, workers)))
-            except ImportError:
-                problems.append("rapidocr-onnxruntime is not installed")
+            except ImportError as exc:
+                problems.append(
+                    "rapidocr-onnxruntime is not installed"
+                    if exc.name == "rapidocr_onnxruntime"
+                    else f"RapidOCR did not start ({exc})"
+                )
     raise OcrUnavailable(f"no OCR engine for {languages}: {'; '.join(problems)}; {INSTALL_HINT}")

@@ -43,14 +43,17 @@ class Worker:
         package_root = str(Path(__file__).resolve().parents[3])  # importable as in this process
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pgrag.ingest.ocr.rapid", str(threads)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # onnxruntime's warnings would break progress bars
-            env=env,
-            start_new_session=True,  # Ctrl-C stops pgrag, which then closes its workers
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pgrag.ingest.ocr.rapid", str(threads)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # onnxruntime's warnings would break progress bars
+                env=env,
+                start_new_session=True,  # Ctrl-C stops pgrag, which then closes its workers
+            )
+        except OSError as exc:
+            raise ImportError(f"the RapidOCR worker did not start: {exc}") from None
         _live.add(self)
         self.idle_since = time.monotonic()
         try:
@@ -124,7 +127,7 @@ class RapidEngine:
 
     def __init__(self, threads: int) -> None:
         if importlib.util.find_spec("rapidocr_onnxruntime") is None:
-            raise ImportError("rapidocr_onnxruntime")
+            raise ImportError("rapidocr_onnxruntime", name="rapidocr_onnxruntime")
         self.threads = threads
         self._lock = threading.Lock()
         self._idle: list[Worker] = [Worker(threads)]  # fails here when it cannot load
