@@ -1,7 +1,8 @@
 """Issue 17's done-check, end to end through the command line: a folder holding a scanned
 Chinese contract (an image-only PDF of two A4 pages at 300 dpi) and a screenshot (English
 and Chinese UI text) is searchable after `pgrag ingest`, each planted sentence found at its
-page by keyword and by hybrid search, and `pgrag status` says OCR read the pages."""
+page by keyword and by hybrid search, and `pgrag status`, the document services and the MCP
+tools (get_status, list_documents, get_document_outline) say OCR read the pages."""
 
 from __future__ import annotations
 
@@ -179,3 +180,40 @@ def test_document_metadata_and_listing_say_ocr_read_the_pages(
         "contract_scan.pdf": 2,
         "screenshot.png": 1,
     }
+
+
+async def _mcp_calls(dsn: str, home: Path) -> dict[str, dict[str, Any]]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=pgrag_cmd()[0],
+        args=[*pgrag_cmd()[1:], "--database-url", dsn, "--embedding-model", "hash/384", "serve"],
+        env=_env(home),
+        cwd=os.getcwd(),
+    )
+    calls = {
+        "status": ("get_status", {}),
+        "one": ("get_status", {"document_id": "screenshot.png"}),
+        "list": ("list_documents", {}),
+        "outline": ("get_document_outline", {"document_id": "contract_scan.pdf"}),
+    }
+    out = {}
+    async with Client(params, cache=None, read_timeout_seconds=180) as client:
+        for name, (tool, args) in calls.items():
+            result = await client.call_tool(tool, args)
+            assert not result.is_error and result.structured_content, result
+            out[name] = result.structured_content["data"]
+    return out
+
+
+def test_mcp_tools_say_ocr_read_the_pages(ingested: tuple[str, Path]) -> None:
+    data = asyncio.run(_mcp_calls(*ingested))
+    assert data["status"]["ocr"]["pages"] == 3 and data["status"]["ocr"]["documents"] == 2
+    assert data["one"]["document"]["ocr"]["pages"] == [1]
+    assert {d["path"]: d["ocr_pages"] for d in data["list"]["documents"]} == {
+        "contract_scan.pdf": 2,
+        "screenshot.png": 1,
+    }
+    outline = data["outline"]
+    assert outline["outline"]["ocr"]["pages"] == [1, 2] and outline["metadata"]["ocr"]["pages"]
