@@ -55,6 +55,8 @@ class Worker:
         except OSError as exc:
             raise ImportError(f"the RapidOCR worker did not start: {exc}") from None
         _live.add(self)
+        assert self.proc.stdin is not None
+        os.set_blocking(self.proc.stdin.fileno(), False)  # a page's bytes go in under its limit
         self.idle_since = time.monotonic()
         try:
             reply = self._receive(time.monotonic() + START_TIMEOUT_S)
@@ -67,8 +69,9 @@ class Worker:
     def read(self, image: Image.Image, timeout_s: float) -> list[Line]:
         deadline = time.monotonic() + timeout_s
         rgb = image.convert("RGB")
-        self._send(REQUEST.pack(rgb.width, rgb.height, rgb.width * rgb.height * 3) + rgb.tobytes())
+        header = REQUEST.pack(rgb.width, rgb.height, rgb.width * rgb.height * 3)
         try:
+            self._send(header + rgb.tobytes(), deadline)
             reply = self._receive(deadline)
         except TimeoutError:
             raise timed_out(timeout_s) from None
@@ -76,11 +79,18 @@ class Worker:
             raise RuntimeError(reply["error"])
         return [Line(text, score, (b[0], b[1], b[2], b[3])) for text, score, b in reply["lines"]]
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes, deadline: float) -> None:
         assert self.proc.stdin is not None
+        fd = self.proc.stdin.fileno()
         view = memoryview(data)
         while view:
-            view = view[os.write(self.proc.stdin.fileno(), view) :]
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise TimeoutError
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
 
     def _receive(self, deadline: float) -> dict[str, Any]:
         (size,) = REPLY.unpack(self._read(REPLY.size, deadline))
