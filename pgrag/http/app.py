@@ -451,6 +451,7 @@ def create_app(
                             "progress",
                             "error_code",
                             "error_detail",
+                            "ocr",
                         )
                     }
                 )

@@ -1,4 +1,4 @@
-"""Ingestion status: counts by status, and per-document progress and errors."""
+"""Ingestion status: counts by status, per-document progress and errors, and what OCR did."""
 
 from __future__ import annotations
 
@@ -21,12 +21,33 @@ NOT_READY_SQL = (
 ONE_SQL = """
 SELECT d.id AS document_id, d.path, d.name, c.name AS collection, d.status, d.progress,
        d.error_code, d.error_detail, d.updated_at, d.ingested_at,
-       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunks
+       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunks,
+       d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s
 ORDER BY (d.id::text = %(ref)s) DESC, (d.path = %(ref)s) DESC
 LIMIT 2
 """
+
+# documents whose pages were read by OCR (the summary their parser stored in metadata):
+# pages read, pages that failed, confidence weighted by pages read; and the documents
+# that could not be read because no OCR engine is installed
+OCR_SQL = (
+    """
+SELECT count(ocr) AS documents, coalesce(sum(pages), 0) AS pages,
+       coalesce(sum(failed), 0) AS failed_pages,
+       round(sum(confidence * (pages - failed)) / nullif(sum(pages - failed), 0), 4)::float
+         AS mean_confidence,
+       count(*) FILTER (WHERE error_code = 'OCR_UNAVAILABLE') AS unavailable
+FROM (SELECT metadata -> 'ocr' AS ocr, error_code,
+             jsonb_array_length(metadata -> 'ocr' -> 'pages') AS pages,
+             jsonb_array_length(coalesce(metadata -> 'ocr' -> 'failed_pages', '[]')) AS failed,
+             (metadata -> 'ocr' ->> 'mean_confidence')::numeric AS confidence
+      FROM pgrag.documents
+      WHERE (metadata ? 'ocr' OR error_code = 'OCR_UNAVAILABLE') AND"""
+    + SCOPE
+    + ") d"
+)
 
 
 async def status_report(
@@ -45,9 +66,12 @@ async def status_report(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(NOT_READY_SQL, {"scope": scope})
         rows = await cur.fetchall()
+        await cur.execute(OCR_SQL, {"scope": scope})
+        ocr = await cur.fetchone()
     return {
         "counts": counts,
         "total": sum(counts.values()),
         "processing": [r for r in rows if r["status"] in ("processing", "pending")],
         "failed": [r for r in rows if r["status"] == "failed"],
+        "ocr": ocr if ocr and (ocr["documents"] or ocr["unavailable"]) else None,
     }

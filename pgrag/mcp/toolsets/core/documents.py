@@ -80,6 +80,7 @@ def _document_item(r: dict[str, Any]) -> DocumentItem:
         title=r["title"],
         collection=r["collection"],
         modified=r["modified_at"].isoformat() if r["modified_at"] else None,
+        ocr_pages=r["ocr_pages"],
     )
 
 

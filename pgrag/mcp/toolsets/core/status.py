@@ -40,6 +40,7 @@ async def get_status(
             total=report["total"],
             processing=_jsonable_rows(report["processing"]),
             failed=_jsonable_rows(report["failed"]),
+            ocr=report["ocr"],
         )
     )
 
@@ -56,6 +57,7 @@ def _document_status(doc: docs.DocumentRef) -> StatusData:
             "error_code": r["error_code"],
             "error_detail": r["error_detail"],
             "ingested": r["ingested_at"].isoformat() if r["ingested_at"] else None,
+            "ocr": r["ocr"],
         },
     )
 
