@@ -102,3 +102,124 @@ def test_a_hyphenated_word_in_a_plain_query_is_or_ed_like_any_term(hand_dsn: str
         assert quoted == 0  # 'search ranks documents': the phrase is not there
         tsq = conn.execute("SELECT pgrag.lexical_query('\"full text\" IL-1')").fetchone()[0]
         assert "<->" in tsq
+
+
+# ------------------------------------------------------------------ proximity, languages
+
+FILLER = (
+    "HT-2991 Temperature Transmitter Rotterdam B-09-06 291 53\n"
+    "HT-4791 Humidity Transmitter Rotterdam D-06-02 614 32\n"
+)
+# the same words twice (equal BM25), apart in the first block, in one row in the second
+ROW_BLOCKS = [
+    "XR-7741 Pressure Transmitter Shanghai C-02-07 60 0\n"
+    + FILLER
+    + "PM-1284 Vortex Flow Meter Suzhou A-08-01 355 5",
+    "XR-7741 Pressure Transmitter Suzhou C-02-07 60 0\n"
+    + FILLER
+    + "PM-1284 Vortex Flow Meter Shanghai A-08-01 355 5",
+]
+
+
+def _hand_collection(dsn: str, name: str, chunks: list[tuple[str, str, str]]) -> None:
+    """Chunks (content, language, 3-d vector) of one document in a new collection."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cid = conn.execute(
+            "INSERT INTO pgrag.collections (name) VALUES (%s) RETURNING id", (name,)
+        ).fetchone()[0]
+        sid = conn.execute(
+            "INSERT INTO pgrag.embedding_sets (collection_id, model, dimensions, state)"
+            " VALUES (%s, 'hand/3', 3, 'active') RETURNING id",
+            (cid,),
+        ).fetchone()[0]
+        conn.execute("UPDATE pgrag.collections SET active_set_id = %s WHERE id = %s", (sid, cid))
+        conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (sid,))
+        doc = conn.execute(
+            "INSERT INTO pgrag.documents (collection_id, path, name, file_type, status)"
+            " VALUES (%s, %s, %s, 'txt', 'ready') RETURNING id",
+            (cid, f"{name}.txt", f"{name}.txt"),
+        ).fetchone()[0]
+        for i, (content, lang, vector) in enumerate(chunks, 1):
+            chunk = conn.execute(
+                "INSERT INTO pgrag.chunks (document_id, collection_id, ordinal, content,"
+                " content_hash, token_count, char_start, char_end, lang)"
+                " VALUES (%s, %s, %s, %s, %s, 10, 0, %s, %s) RETURNING id",
+                (doc, cid, i, content, bytes([i]), len(content), lang),
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)"
+                " VALUES (%s, %s, %s::vector)",
+                (sid, chunk, vector),
+            )
+
+
+def _ranked(dsn: str, sql: str, *args: object) -> list[tuple[int, float | None]]:
+    with psycopg.connect(dsn) as conn:
+        return [(int(r[0]), r[1]) for r in conn.execute(sql, args).fetchall()]
+
+
+PROXIMITY_SQL = """
+SELECT c.ordinal, h.lexical_proximity FROM pgrag.hybrid_search_detail(
+    'XR-7741 Suzhou', NULL, 5, ARRAY[(SELECT id FROM pgrag.collections WHERE name = 'rows')],
+    proximity_weight => %s) h
+JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.rank
+"""
+
+
+def test_the_row_holding_all_the_query_words_ranks_above_a_block_holding_them_apart(
+    dsn: str,
+) -> None:
+    """Both blocks hold XR-7741 and Suzhou (same BM25); only the second holds them in one row.
+    Without proximity the tie goes to the first block (lower id): the test fails if the
+    proximity term stops working."""
+    _hand_collection(dsn, "rows", [(b, "en", "[1,0,0]") for b in ROW_BLOCKS])
+    ranked = _ranked(dsn, PROXIMITY_SQL, None)
+    assert [o for o, _ in ranked] == [2, 1]
+    assert ranked[0][1] == pytest.approx(1.0)
+    assert ranked[1][1] is not None and ranked[1][1] < 0.99
+    assert [o for o, _ in _ranked(dsn, PROXIMITY_SQL, 0.0)] == [1, 2]
+
+
+LANG_SQL = """
+SELECT c.ordinal, h.lexical_share FROM pgrag.hybrid_search_detail(
+    %s, '[1,0,0]'::vector, 5, ARRAY[(SELECT id FROM pgrag.collections WHERE name = 'langs')],
+    query_lang => %s) h
+JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.rank
+"""
+
+
+@pytest.fixture
+def langs_dsn(dsn: str) -> str:
+    _hand_collection(
+        dsn,
+        "langs",
+        [
+            # 1: the answer, in Chinese, nearest the query by meaning
+            ("合同签署需要两位董事审批，截止日期为月底。", "zh", "[1,0,0]"),
+            # 2: English, holding most of the query's words but about something else
+            ("Travel approval: the contract portal shows signing status.", "en", "[0.5,0.866,0]"),
+            # 3: far away both ways
+            ("Canteen opening hours.", "en", "[0,1,0]"),
+        ],
+    )
+    return dsn
+
+
+def test_an_answer_in_another_language_is_not_held_back_by_a_partial_word_match(
+    langs_dsn: str,
+) -> None:
+    """Three of the query's four words occur in English chunk 2 (coverage ~0.6, share ~0.7);
+    the Chinese chunk the words cannot match keeps its meaning-based rank (share x coverage^6
+    ~ 0.03; with coverage^2 it was ~0.24 and chunk 2 came first)."""
+    ranked = _ranked(langs_dsn, LANG_SQL, "contract approval signing deadline", "en")
+    assert ranked[0][0] == 1
+    assert ranked[0][1] is not None and ranked[0][1] < 0.05
+
+
+def test_an_exact_match_in_the_query_language_still_comes_first(langs_dsn: str) -> None:
+    """Every word of the query in chunk 3 (coverage 1): the full lexical share holds the
+    other-language chunk back although it is nearest by meaning."""
+    ranked = _ranked(langs_dsn, LANG_SQL, "canteen opening hours", "en")
+    assert ranked[0][0] == 3
+    chinese = dict(ranked)[1]
+    assert chinese == pytest.approx(0.8)

@@ -150,7 +150,8 @@ def print_table(
         else:
             notes.append(
                 f"fusion: adaptive blend of BM25/max and min-max cosine, lexical share "
-                f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage)"
+                f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage); BM25 x "
+                f"(1 - {e.proximity_weight} + {e.proximity_weight} x proximity of the words)"
             )
     if data.search_id:
         notes.append(f"reproduce in psql: SELECT * FROM pgrag.explain_search({data.search_id});")

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pgrag.ingest.chunking import chunk_unit
 from pgrag.ingest.parsers import parse
@@ -73,17 +73,65 @@ def _location(unit: Unit) -> dict[str, object]:
     return {}
 
 
-def _heading(title: str, unit: Unit) -> str:
-    parts = [title]
-    if unit.title and unit.title != title:
-        parts.append(unit.title)
+def _join(title: str, path: list[str]) -> str:
+    parts = [title, *(p for p in path if p and p != title)]
     return " / ".join(p for p in parts if p)
+
+
+def section_paths(units: list[Unit]) -> list[list[str]]:
+    """Each section's heading path: the titles of the enclosing sections (by heading level)
+    and its own; a unit without a level (a preamble, a page, a sheet) keeps its own title."""
+    stack: list[tuple[int, str]] = []
+    paths: list[list[str]] = []
+    for unit in units:
+        level = unit.meta.get("level") if unit.kind == "section" else None
+        if level is None or not unit.title:
+            paths.append([unit.title] if unit.title else [])
+            continue
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, unit.title))
+        paths.append([t for _, t in stack])
+    return paths
+
+
+def page_paths(units: list[Unit], bookmarks: list[dict[str, Any]]) -> list[list[str]]:
+    """A PDF page's heading path from its bookmarks: the sections in effect where the page
+    starts, and the titles of those that start on it."""
+    marks = [b for b in bookmarks if b.get("title") and isinstance(b.get("page"), int)]
+    paths: list[list[str]] = []
+    stack: list[tuple[int, str]] = []
+    i = 0
+    for unit in units:
+        if unit.kind != "page":
+            paths.append([unit.title] if unit.title else [])
+            continue
+        while i < len(marks) and marks[i]["page"] < unit.number:
+            stack = [e for e in stack if e[0] < marks[i]["level"]] + [
+                (marks[i]["level"], marks[i]["title"])
+            ]
+            i += 1
+        starting = []
+        while i < len(marks) and marks[i]["page"] == unit.number:
+            starting.append(marks[i])
+            i += 1
+        if not starting:
+            paths.append([t for _, t in stack])
+            continue
+        first = starting[0]["level"]
+        outer = [t for lv, t in stack if lv < first]
+        paths.append([*outer, "; ".join(b["title"] for b in starting)])
+        for b in starting:
+            stack = [e for e in stack if e[0] < b["level"]] + [(b["level"], b["title"])]
+    return paths
 
 
 def build_chunks(doc: ParsedDocument, title: str, target: int, overlap: int) -> list[ChunkRow]:
     rows: list[ChunkRow] = []
+    bookmarks = doc.outline.get("bookmarks") or []
+    paths = page_paths(doc.units, bookmarks) if bookmarks else section_paths(doc.units)
     for index, unit in enumerate(doc.units):
-        heading = _heading(title, unit)
+        heading = _join(title, paths[index])
         loc = _location(unit)
         for draft in chunk_unit(unit, target, overlap):
             embed_text = f"{heading}\n\n{draft.content}" if heading else draft.content

@@ -57,19 +57,22 @@ def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
 
 @dataclass(frozen=True)
 class FusionParams:
-    """Visible in --explain and in pgrag.search_log.params. The last three mirror the SQL
-    defaults of pgrag.hybrid_search (sql/functions/40_hybrid.sql): 'adaptive' blends max-normalised BM25
-    and min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain *
+    """What the ranking SQL ranks with: `pgrag.fusion_defaults()` (sql/functions/40_hybrid.sql,
+    the one place the defaults live), read once per service. Sent with every search, shown by
+    --explain and logged, so that pgrag.explain_search replays a search exactly even after
+    the defaults change. 'adaptive' blends max-normalised BM25 (times a proximity term) and
+    min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain x
     coverage); 'rrf' is plain RRF with rrf_k."""
 
-    rrf_k: int = 60
-    lexical_weight: float = 1.0
-    semantic_weight: float = 1.0
-    pool_size: int = 100
-    chunks_per_document: int = 3
-    fusion: str = "adaptive"
-    coverage_gain: float = 1.2
-    max_lexical_share: float = 0.8
+    fusion: str
+    rrf_k: int
+    lexical_weight: float
+    semantic_weight: float
+    pool_size: int
+    coverage_gain: float
+    max_lexical_share: float
+    proximity_weight: float
+    chunks_per_document: int
 
 
 @dataclass
@@ -98,7 +101,6 @@ class SearchService:
         max_snippets: int = 10,
         snippet_summary: bool = True,
         default_content_mode: str = "smart_extract",
-        fusion: FusionParams | None = None,
         log_searches: bool = True,
     ) -> None:
         self.pool = pool
@@ -106,9 +108,24 @@ class SearchService:
         self.max_snippets = max_snippets
         self.snippet_summary = snippet_summary
         self.default_content_mode = default_content_mode
-        self.fusion = fusion or FusionParams()
+        self._fusion: FusionParams | None = None
         self.log_searches = log_searches
         self._codec: ContinuationCodec | None = None
+
+    @property
+    def fusion(self) -> FusionParams:
+        """The ranking defaults; read from the database by the first search."""
+        if self._fusion is None:
+            raise RuntimeError("no search has run yet: the fusion defaults are not loaded")
+        return self._fusion
+
+    async def fusion_params(self, conn: psycopg.AsyncConnection) -> FusionParams:
+        if self._fusion is None:
+            async with conn.cursor(row_factory=class_row(FusionParams)) as cur:
+                await cur.execute(sql.FUSION_DEFAULTS_SQL)
+                self._fusion = await cur.fetchone()
+        assert self._fusion is not None
+        return self._fusion
 
     async def codec(self, conn: psycopg.AsyncConnection) -> ContinuationCodec:
         if self._codec is None:
@@ -247,7 +264,7 @@ class SearchService:
         embedding: np.ndarray | None,
         lexical_ok: bool,
     ) -> tuple[dict[str, Any], list[RankedRow]]:
-        f = self.fusion
+        f = await self.fusion_params(conn)
         params: dict[str, Any] = {
             "match_count": req.limit,
             "match_offset": offset,
@@ -281,7 +298,11 @@ class SearchService:
             {
                 "query": req.query if lexical_weight else None,
                 "embedding": embedding if semantic_weight else None,
+                "fusion": f.fusion,
                 "rrf_k": f.rrf_k,
+                "coverage_gain": f.coverage_gain,
+                "max_lexical_share": f.max_lexical_share,
+                "proximity_weight": f.proximity_weight,
                 "lexical_weight": lexical_weight,
                 "semantic_weight": semantic_weight,
                 # one pool for the whole walk: a pool that grew with the offset re-ranked
@@ -351,7 +372,7 @@ class SearchService:
         return hits
 
     def _fusion_explain(self, mode: str) -> dict[str, Any]:
-        """The fusion parameters the SQL ranked with (its defaults, sql/functions/40_hybrid.sql)."""
+        """The fusion parameters the SQL ranked with."""
         if mode == "regex":
             return {}
         f = self.fusion
@@ -362,6 +383,7 @@ class SearchService:
             "semantic_weight": f.semantic_weight,
             "coverage_gain": f.coverage_gain if f.fusion == "adaptive" else None,
             "max_lexical_share": f.max_lexical_share if f.fusion == "adaptive" else None,
+            "proximity_weight": f.proximity_weight if f.fusion == "adaptive" else None,
         }
 
     def _hit(

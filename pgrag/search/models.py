@@ -133,6 +133,9 @@ class Explain(BaseModel):
     semantic_weight: float | None = None
     coverage_gain: float | None = None
     max_lexical_share: float | None = None
+    proximity_weight: float | None = Field(
+        None, description="share of BM25 that depends on how close together the words stand"
+    )
     query_lang: str | None = Field(None, description="language detected in the query")
     chunk_lang: str | None = Field(None, description="language of the chunk")
 

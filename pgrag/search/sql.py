@@ -6,7 +6,8 @@ SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, 
 FROM pgrag.hybrid_search(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s, query_lang => %(query_lang)s)
+    %(embedding_model)s, %(match_offset)s, %(fusion)s, %(coverage_gain)s,
+    %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s)
 """
 
 DOCUMENTS_SQL = """
@@ -15,9 +16,12 @@ SELECT rank, best_chunk_id, document_id, lexical_rank, lexical_score, semantic_r
 FROM pgrag.hybrid_search_documents(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s,
-    query_lang => %(query_lang)s)
+    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s, %(fusion)s,
+    %(coverage_gain)s, %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s)
 """
+
+# the ranking defaults, once (sql/functions/40_hybrid.sql)
+FUSION_DEFAULTS_SQL = "SELECT * FROM pgrag.fusion_defaults()"
 
 # pgrag.regex_search orders by matches, path and chunk position; two collections can hold
 # the same path, and such ties came back in a different order from one call to the next

@@ -12,6 +12,15 @@
 --            for very common terms
 -- k1 = 0.9, b = 0.4 (bm25s' defaults; SciFact keyword nDCG@10 0.68 vs ts_rank_cd's 0.38).
 --
+-- proximity: how close together the chunk holds the query's words, for the fusion (the
+-- BM25 score above ignores it). The best window of proximity_width consecutive positions
+-- of the chunk's body, counting the idf of each distinct query term in it plus those of
+-- the chunk's heading (weight A: the title and section name stand next to every word of
+-- the body), over the idf of all the chunk's matched terms: 1 when one sentence or table
+-- row holds everything the chunk matches, less when its matches are spread apart. It picks
+-- the row that holds a SKU together with the asked-for warehouse over a row block holding
+-- the same SKU and the warehouse name in other rows (benchmarks/docbench).
+--
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
 -- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
 -- their exact df and a presence score sum(idf) per chunk in scope; (2) the rescore_size best
@@ -131,8 +140,9 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_candidates_in(
     bm25_b           float8 DEFAULT 0.4,
     candidate_budget float8 DEFAULT 1000,
     rescore_size     int DEFAULT 150,
-    readable         bigint[] DEFAULT '{}'  -- NULL: every collection
-) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int)
+    readable         bigint[] DEFAULT '{}',  -- NULL: every collection
+    proximity_width  int DEFAULT 10
+) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE plpgsql STABLE ROWS 100
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -169,13 +179,14 @@ BEGIN
           AND readable IS NULL
     ),
     ordered AS (
-        SELECT t.term, st.freq * n.n AS est_df,  -- NULL: rarer than any tracked lexeme
+        SELECT t.term, t.lexeme, st.freq * n.n AS est_df,  -- NULL: rarer than any tracked lexeme
                row_number() OVER w AS i, sum(coalesce(st.freq * n.n, 0)) OVER w AS cum_df
         FROM qterms t CROSS JOIN n LEFT JOIN st ON st.lexeme = t.lexeme
         WINDOW w AS (ORDER BY coalesce(st.freq, 0), t.lexeme)
     ),
     qt AS (
         SELECT array_agg(o.term ORDER BY o.i) AS terms,
+               array_agg(o.lexeme ORDER BY o.i) AS lexemes,
                array_agg(o.est_df ORDER BY o.i) AS est_df,
                array_agg(o.est_df IS NULL OR o.i = 1 OR o.cum_df <= candidate_budget
                          ORDER BY o.i) AS generates
@@ -238,7 +249,7 @@ BEGIN
         FROM idf
     ),
     scored AS (
-        SELECT x.id, s.score, s.matched / norm.idf_sum AS coverage
+        SELECT x.id, s.score, s.matched, s.matched / norm.idf_sum AS coverage
         FROM scoring x, norm, LATERAL (
             SELECT sum(norm.idf[i] * f.tf * (bm25_k1 + 1)
                        / (f.tf + bm25_k1 * (1 - bm25_b + bm25_b * x.len / norm.avglen)))
@@ -247,11 +258,45 @@ BEGIN
             FROM generate_subscripts(x.r, 1) AS i,
                  LATERAL (SELECT 1 / (1.6449340668482264 * (1 - x.r[i])) - 0.5 AS tf) f
             WHERE x.r[i] > 0) s
+    ),
+    pool AS MATERIALIZED (
+        SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.id)::int AS rank
+        FROM scored s
+        ORDER BY s.score DESC, s.id
+        LIMIT pool_size
+    ),
+    -- where the query's terms stand in the pool's chunks (proximity, above)
+    pos AS MATERIALIZED (
+        SELECT p.id, g.i, w.pos, w.weight = 'A' AS head
+        FROM pool p
+        JOIN pgrag.chunks c ON c.id = p.id
+        CROSS JOIN qt
+        CROSS JOIN LATERAL unnest(c.tsv) u
+        JOIN unnest(qt.lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme
+        CROSS JOIN LATERAL unnest(u.positions, u.weights) AS w(pos, weight)
+        WHERE proximity_width > 0  -- 0: no proximity (every chunk 1)
+    ),
+    heads AS (SELECT DISTINCT p.id, p.i FROM pos p WHERE p.head),
+    windows AS (
+        SELECT a.id, a.pos, b.i
+        FROM pos a JOIN pos b ON b.id = a.id AND NOT b.head
+                              AND b.pos >= a.pos AND b.pos < a.pos + proximity_width
+        WHERE NOT a.head
+        UNION
+        SELECT a.id, a.pos, h.i FROM pos a JOIN heads h ON h.id = a.id WHERE NOT a.head
+        UNION
+        SELECT h.id, 0, h.i FROM heads h
+    ),
+    near AS (
+        SELECT w.id, max(w.s) AS s
+        FROM (SELECT w.id, sum(norm.idf[w.i]) AS s FROM windows w, norm
+              GROUP BY w.id, w.pos) w
+        GROUP BY w.id
     )
-    SELECT s.id, s.score, s.coverage, row_number() OVER (ORDER BY s.score DESC, s.id)::int
-    FROM scored s
-    ORDER BY s.score DESC, s.id
-    LIMIT pool_size;
+    SELECT p.id, p.score, p.coverage, p.rank,
+           least(1.0, coalesce(near.s / nullif(p.matched, 0), 1.0))
+    FROM pool p LEFT JOIN near ON near.id = p.id
+    ORDER BY p.rank;
 END
 $$;
 
@@ -265,10 +310,11 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_candidates(
     bm25_k1          float8 DEFAULT 0.9,
     bm25_b           float8 DEFAULT 0.4,
     candidate_budget float8 DEFAULT 1000,
-    rescore_size     int DEFAULT 150
-) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int)
+    rescore_size     int DEFAULT 150,
+    proximity_width  int DEFAULT 10
+) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE sql STABLE ROWS 100 AS $$
     SELECT * FROM pgrag.lexical_candidates_in(query_text, pool_size, collection_ids, filters,
                                               bm25_k1, bm25_b, candidate_budget, rescore_size,
-                                              pgrag.readable_collections())
+                                              pgrag.readable_collections(), proximity_width)
 $$;

@@ -6,13 +6,16 @@
 --   coverage  = sum(idf of query terms in the top lexical chunk) / sum(idf of all query terms)
 --   share     = least(max_lexical_share, coverage_gain * coverage)
 --               (1 when the semantic pool is empty, 0 when the lexical pool is empty)
---               and per chunk: share * coverage^2 for a chunk outside the lexical pool whose
---               language is not the query's (words cannot match across languages, so the
---               full share would hold back an answer in another language whenever the
---               query's words occur in its own; an exact match keeps the full share).
---               xquad-mixed, question in the other language than its paragraph: see the
---               table in benchmarks/README.md ("Mixed languages").
---   fused     = lexical_weight  * share       * lexical_score / max(lexical_score)
+--               and per chunk share * coverage^6 for a chunk outside the lexical pool whose
+--               language is not the query's: the query's words cannot occur in it, so it
+--               is held back only as far as they found a chunk holding them all (an exact
+--               match keeps the full share; common words of the query's language found in
+--               unrelated text do not hold back the other-language answer). xquad-mixed
+--               (question in the other language than its paragraph), the office-document
+--               benchmark and the other powers tried: benchmarks/README.md ("Mixed languages").
+--   near      = 1 - proximity_weight + proximity_weight * proximity  (pgrag.lexical_candidates:
+--               1 when one sentence or row holds all the chunk's matched words)
+--   fused     = lexical_weight  * share       * lexical_score * near / max(lexical_score * near)
 --             + semantic_weight * (1 - share) * (sim - min(sim)) / (max(sim) - min(sim))
 -- Defaults coverage_gain 1.2, max_lexical_share 0.8 were chosen on SciFact train and held
 -- across xquad-zh, xquad-en2zh and cmrc2018-dev (every value in 1.0-1.3 x 0.75-0.85 kept
@@ -24,6 +27,26 @@
 --   SELECT * FROM pgrag.hybrid_search('contract signing', '[...]'::vector, 5);
 --   SELECT * FROM pgrag.hybrid_search_detail('contract signing', '[...]'::vector, 5);
 --   SELECT * FROM pgrag.hybrid_fusion('contract signing', '[...]'::vector);  -- unranked pool
+
+-- The ranking defaults, in one place: a NULL (or omitted) argument of the search functions
+-- below means this value, and the server reads them to show and log what it ranked with.
+-- coverage_gain and max_lexical_share were chosen on SciFact train (above); proximity_weight
+-- too (0.4; benchmarks/README.md, "Proximity").
+CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
+    fusion              text,
+    rrf_k               int,
+    lexical_weight      float8,
+    semantic_weight     float8,
+    pool_size           int,
+    coverage_gain       float8,
+    max_lexical_share   float8,
+    proximity_weight    float8,
+    chunks_per_document int
+)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 'adaptive'::text, 60, 1.0::float8, 1.0::float8, 100, 1.2::float8, 0.8::float8,
+           0.4::float8, 3
+$$;
 
 CREATE OR REPLACE FUNCTION pgrag.check_fusion(fusion text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -43,21 +66,22 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     query_embedding   vector,
     collection_ids    bigint[] DEFAULT NULL,
     filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT 60,
-    lexical_weight    float8 DEFAULT 1.0,
-    semantic_weight   float8 DEFAULT 1.0,
-    pool_size         int DEFAULT 100,
+    rrf_k             int DEFAULT NULL,
+    lexical_weight    float8 DEFAULT NULL,
+    semantic_weight   float8 DEFAULT NULL,
+    pool_size         int DEFAULT NULL,
     min_similarity    float8 DEFAULT NULL,
     embedding_model   text DEFAULT NULL,
-    fusion            text DEFAULT 'adaptive',
-    coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8,
-    query_lang        text DEFAULT NULL
+    fusion            text DEFAULT NULL,
+    coverage_gain     float8 DEFAULT NULL,
+    max_lexical_share float8 DEFAULT NULL,
+    query_lang        text DEFAULT NULL,
+    proximity_weight  float8 DEFAULT NULL
 ) RETURNS TABLE (
     chunk_id         bigint,
     lexical_rank     int,
     lexical_score    float8,  -- BM25
-    lexical_norm     float8,  -- lexical_score / best lexical_score
+    lexical_norm     float8,  -- lexical_score * near / best lexical_score * near
     lexical_coverage float8,  -- of this chunk; the share uses the top chunk's
     semantic_rank    int,
     semantic_score   float8,  -- cosine similarity
@@ -66,16 +90,29 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     fused_score      float8,
     semantic_cosine  float8,  -- plain cosine similarity (semantic_score is it unless centred)
     chunk_lang       text,
-    centred          boolean  -- semantic_score compares language-centred vectors
+    centred          boolean, -- semantic_score compares language-centred vectors
+    lexical_proximity float8  -- best window's share of the chunk's matched words
 )
 LANGUAGE plpgsql STABLE ROWS 200
 SET plan_cache_mode = force_generic_plan  -- plan once per session, not per call
 AS $$
 #variable_conflict use_column
 BEGIN
+    SELECT coalesce(hybrid_fusion.rrf_k, d.rrf_k),
+           coalesce(hybrid_fusion.lexical_weight, d.lexical_weight),
+           coalesce(hybrid_fusion.semantic_weight, d.semantic_weight),
+           coalesce(hybrid_fusion.pool_size, d.pool_size),
+           coalesce(hybrid_fusion.fusion, d.fusion),
+           coalesce(hybrid_fusion.coverage_gain, d.coverage_gain),
+           coalesce(hybrid_fusion.max_lexical_share, d.max_lexical_share),
+           coalesce(hybrid_fusion.proximity_weight, d.proximity_weight)
+    INTO rrf_k, lexical_weight, semantic_weight, pool_size, fusion, coverage_gain,
+         max_lexical_share, proximity_weight
+    FROM pgrag.fusion_defaults() d;
     RETURN QUERY
     WITH lexical AS MATERIALIZED (
-        SELECT l.* FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters) l
+        SELECT l.*, l.score * (1 - proximity_weight + proximity_weight * l.proximity) AS near
+        FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters) l
         WHERE query_text IS NOT NULL AND lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
@@ -89,7 +126,7 @@ BEGIN
     ),
     q AS (
         SELECT pgrag.check_fusion(fusion) AS fusion,
-               (SELECT max(score) FROM lexical) AS lmax,
+               (SELECT max(near) FROM lexical) AS lmax,
                (SELECT max(score) FROM semantic) AS smax,
                (SELECT min(score) FROM semantic) AS smin,
                CASE WHEN NOT EXISTS (SELECT 1 FROM semantic) THEN 1.0
@@ -101,16 +138,15 @@ BEGIN
     ),
     joined AS (
         SELECT coalesce(l.chunk_id, s.chunk_id) AS id, l.rank AS lrank, l.score AS lscore,
-               l.score / nullif(q.lmax, 0) AS lnorm, l.coverage,
+               l.near / nullif(q.lmax, 0) AS lnorm, l.coverage, l.proximity,
                s.rank AS srank, s.score AS sscore,
                CASE WHEN s.chunk_id IS NULL THEN NULL
                     WHEN q.smax > q.smin THEN (s.score - q.smin) / (q.smax - q.smin)
                     ELSE 1.0 END AS snorm,
-               -- a chunk in a language the query's words cannot match is held back by
-               -- the lexical share only as far as the query's words found a chunk that
-               -- covers them: coverage^2 (an exact match keeps the full share)
+               -- a chunk in a language the query's words cannot match is held back only
+               -- as far as the query's words found a chunk holding them all
                CASE WHEN query_lang IS NOT NULL AND l.chunk_id IS NULL
-                         AND s.lang NOT IN (query_lang, 'und') THEN q.share * q.coverage ^ 2
+                         AND s.lang NOT IN (query_lang, 'und') THEN q.share * q.coverage ^ 6
                     ELSE q.share END AS share,
                q.fusion, s.cosine, s.lang, s.centred
         FROM lexical l
@@ -125,7 +161,7 @@ BEGIN
                    + coalesce(semantic_weight / (rrf_k + j.srank), 0)
                 ELSE lexical_weight * j.share * coalesce(j.lnorm, 0)
                    + semantic_weight * (1 - j.share) * coalesce(j.snorm, 0) END,
-           j.cosine, j.lang, j.centred
+           j.cosine, j.lang, j.centred, j.proximity
     FROM joined j;
 END
 $$;
@@ -140,17 +176,18 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     match_count       int DEFAULT 10,
     collection_ids    bigint[] DEFAULT NULL,
     filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT 60,
-    lexical_weight    float8 DEFAULT 1.0,
-    semantic_weight   float8 DEFAULT 1.0,
-    pool_size         int DEFAULT 100,
+    rrf_k             int DEFAULT NULL,
+    lexical_weight    float8 DEFAULT NULL,
+    semantic_weight   float8 DEFAULT NULL,
+    pool_size         int DEFAULT NULL,
     min_similarity    float8 DEFAULT NULL,
     embedding_model   text DEFAULT NULL,
     match_offset      int DEFAULT 0,
-    fusion            text DEFAULT 'adaptive',
-    coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8,
-    query_lang        text DEFAULT NULL
+    fusion            text DEFAULT NULL,
+    coverage_gain     float8 DEFAULT NULL,
+    max_lexical_share float8 DEFAULT NULL,
+    query_lang        text DEFAULT NULL,
+    proximity_weight  float8 DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,
     chunk_id         bigint,
@@ -167,7 +204,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     semantic_norm    float8,
     semantic_cosine  float8,
     chunk_lang       text,
-    centred          boolean
+    centred          boolean,
+    lexical_proximity float8
 )
 LANGUAGE sql STABLE AS $$
     WITH ranked AS (
@@ -176,13 +214,14 @@ LANGUAGE sql STABLE AS $$
         FROM pgrag.hybrid_fusion(query_text, query_embedding, collection_ids, filters, rrf_k,
                                  lexical_weight, semantic_weight, pool_size, min_similarity,
                                  embedding_model, fusion, coverage_gain, max_lexical_share,
-                                 query_lang) f
+                                 query_lang, proximity_weight) f
     )
     SELECT r.pos, r.chunk_id,
            (SELECT c.document_id FROM pgrag.chunks c WHERE c.id = r.chunk_id),
            r.lexical_rank, r.lexical_score::float4, r.semantic_rank, r.semantic_score,
-           r.fused_score, r.total, fusion, r.lexical_share, r.lexical_norm, r.semantic_norm,
-           r.semantic_cosine, r.chunk_lang, r.centred
+           r.fused_score, r.total,
+           coalesce(fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)), r.lexical_share, r.lexical_norm, r.semantic_norm,
+           r.semantic_cosine, r.chunk_lang, r.centred, r.lexical_proximity
     FROM ranked r
     ORDER BY r.pos
     LIMIT match_count OFFSET match_offset
@@ -196,17 +235,18 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
     match_count       int DEFAULT 10,
     collection_ids    bigint[] DEFAULT NULL,
     filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT 60,
-    lexical_weight    float8 DEFAULT 1.0,
-    semantic_weight   float8 DEFAULT 1.0,
-    pool_size         int DEFAULT 100,
+    rrf_k             int DEFAULT NULL,
+    lexical_weight    float8 DEFAULT NULL,
+    semantic_weight   float8 DEFAULT NULL,
+    pool_size         int DEFAULT NULL,
     min_similarity    float8 DEFAULT NULL,
     embedding_model   text DEFAULT NULL,
     match_offset      int DEFAULT 0,
-    fusion            text DEFAULT 'adaptive',
-    coverage_gain     float8 DEFAULT 1.2,
-    max_lexical_share float8 DEFAULT 0.8,
-    query_lang        text DEFAULT NULL
+    fusion            text DEFAULT NULL,
+    coverage_gain     float8 DEFAULT NULL,
+    max_lexical_share float8 DEFAULT NULL,
+    query_lang        text DEFAULT NULL,
+    proximity_weight  float8 DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,     -- final position, 1-based
     chunk_id         bigint,
@@ -224,7 +264,8 @@ LANGUAGE sql STABLE AS $$
     FROM pgrag.hybrid_search_detail(query_text, query_embedding, match_count, collection_ids,
                                     filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                     min_similarity, embedding_model, match_offset, fusion,
-                                    coverage_gain, max_lexical_share, query_lang) d
+                                    coverage_gain, max_lexical_share, query_lang,
+                                    proximity_weight) d
 $$;
 
 -- Documents ranked by their best chunk (scope => 'documents'): one row per document.
@@ -234,18 +275,19 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
     match_count         int DEFAULT 10,
     collection_ids      bigint[] DEFAULT NULL,
     filters             jsonb DEFAULT '{}'::jsonb,
-    rrf_k               int DEFAULT 60,
-    lexical_weight      float8 DEFAULT 1.0,
-    semantic_weight     float8 DEFAULT 1.0,
-    pool_size           int DEFAULT 100,
+    rrf_k               int DEFAULT NULL,
+    lexical_weight      float8 DEFAULT NULL,
+    semantic_weight     float8 DEFAULT NULL,
+    pool_size           int DEFAULT NULL,
     min_similarity      float8 DEFAULT NULL,
     embedding_model     text DEFAULT NULL,
     match_offset        int DEFAULT 0,
-    chunks_per_document int DEFAULT 3,
-    fusion              text DEFAULT 'adaptive',
-    coverage_gain       float8 DEFAULT 1.2,
-    max_lexical_share   float8 DEFAULT 0.8,
-    query_lang          text DEFAULT NULL
+    chunks_per_document int DEFAULT NULL,
+    fusion              text DEFAULT NULL,
+    coverage_gain       float8 DEFAULT NULL,
+    max_lexical_share   float8 DEFAULT NULL,
+    query_lang          text DEFAULT NULL,
+    proximity_weight    float8 DEFAULT NULL
 ) RETURNS TABLE (
     rank            int,
     document_id     uuid,
@@ -261,16 +303,21 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
 LANGUAGE sql STABLE AS $$
     WITH hits AS (
         SELECT h.*, row_number() OVER (PARTITION BY h.document_id ORDER BY h.rank) AS nth
-        FROM pgrag.hybrid_search(query_text, query_embedding, pool_size * 2, collection_ids,
+        FROM pgrag.fusion_defaults() fd,
+             pgrag.hybrid_search(query_text, query_embedding,
+                                 coalesce(pool_size, fd.pool_size) * 2, collection_ids,
                                  filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                  min_similarity, embedding_model, 0, fusion, coverage_gain,
-                                 max_lexical_share, query_lang) h
+                                 max_lexical_share, query_lang, proximity_weight) h
     ),
     docs AS (
         SELECT b.document_id, b.chunk_id AS best, b.lexical_rank, b.lexical_score,
                b.semantic_rank, b.semantic_score, b.fused_score, b.rank AS best_rank,
                (SELECT array_agg(x.chunk_id ORDER BY x.rank) FROM hits x
-                 WHERE x.document_id = b.document_id AND x.nth <= chunks_per_document) AS chunk_ids
+                 WHERE x.document_id = b.document_id
+                   AND x.nth <= coalesce(chunks_per_document,
+                                         (SELECT d.chunks_per_document
+                                          FROM pgrag.fusion_defaults() d))) AS chunk_ids
         FROM hits b
         WHERE b.nth = 1
     )

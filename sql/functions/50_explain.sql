@@ -1,9 +1,11 @@
 -- Why did a logged search rank what it ranked? Replays it from pgrag.search_log.
 --   SELECT * FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log));
 
--- A logged search replayed with its logged fusion arguments (today's defaults when the log has none)
+-- A logged search replayed with its logged fusion arguments (pgrag.fusion_defaults() for those
+-- the log does not hold)
 -- and showing the per-query lexical share, the normalised leg scores behind fused_score and
--- the languages of query and chunk (with whether the semantic score was language-centred).
+-- the languages of query and chunk (with whether the semantic score was language-centred)
+-- and how close together the chunk holds the query's words (lexical_proximity).
 CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     rank            int,
     logged_rank     int,
@@ -26,7 +28,8 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     query_lang      text,     -- detected when the search ran
     chunk_lang      text,
     semantic_cosine float8,   -- plain cosine; semantic_score is of centred vectors if centred
-    centred         boolean
+    centred         boolean,
+    lexical_proximity float8  -- the best window's share of the chunk's matched words
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -34,9 +37,11 @@ LANGUAGE sql STABLE AS $$
         SELECT l.*, (l.params ->> 'rrf_k')::int AS k,
                (l.params ->> 'lexical_weight')::float8 AS lw,
                (l.params ->> 'semantic_weight')::float8 AS sw,
-               coalesce(l.params ->> 'fusion', 'adaptive') AS fu,
-               coalesce((l.params ->> 'coverage_gain')::float8, 1.2) AS cg,
-               coalesce((l.params ->> 'max_lexical_share')::float8, 0.8) AS ms
+               -- not logged: NULL, today's pgrag.fusion_defaults()
+               l.params ->> 'fusion' AS fu,
+               (l.params ->> 'coverage_gain')::float8 AS cg,
+               (l.params ->> 'max_lexical_share')::float8 AS ms,
+               (l.params ->> 'proximity_weight')::float8 AS pw
         FROM l
     ),
     logged AS (
@@ -55,15 +60,16 @@ LANGUAGE sql STABLE AS $$
             (p.params ->> 'pool_size')::int,
             (p.params ->> 'min_similarity')::float8,
             p.params ->> 'embedding_model',
-            p.fu, p.cg, p.ms, p.params ->> 'query_lang') f
+            p.fu, p.cg, p.ms, p.params ->> 'query_lang', p.pw) f
     )
     SELECT h.pos, g.rank, h.chunk_id, d.path,
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,
                      'rows ' || c.row_start || '-' || c.row_end, 'slide ' || c.slide),
            h.lexical_rank, h.lexical_score::float4, h.semantic_rank, h.semantic_score,
            h.fused_score, p.k, p.lw, p.sw, left(c.content, 120),
-           p.fu, h.lexical_share, h.lexical_norm, h.semantic_norm,
-           p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred
+           coalesce(p.fu, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
+           h.lexical_share, h.lexical_norm, h.semantic_norm,
+           p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity
     FROM p
     CROSS JOIN fused h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
