@@ -48,8 +48,8 @@ SELECT chunk_id FROM pgrag.hybrid_search(
     %(query)s, %(embedding)s, %(depth)s, NULL, '{{}}'::jsonb, 60, %(lw)s, %(sw)s, 100,
     query_lang => %(query_lang)s{extra})
 """
-HAS_FUSION_ARG_SQL = """
-SELECT coalesce(bool_or('fusion' = ANY (proargnames)), false) FROM pg_proc p
+HAS_ARG_SQL = """
+SELECT coalesce(bool_or(%s = ANY (proargnames)), false) FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = 'pgrag' AND p.proname = 'hybrid_search'
 """
@@ -74,6 +74,9 @@ BASE_MODES = [
 ]
 # with 0004 and later: the 0002 formula (plain RRF, k=60) on the same legs, for comparison
 RRF_MODE = Mode("hybrid_rrf60", 1.0, 1.0, ", fusion => 'rrf'")
+# the default fusion without its proximity term (no windows computed): what proximity
+# costs and brings, in the same run
+NO_PROXIMITY_MODE = Mode("hybrid_noprox", 1.0, 1.0, ", proximity_weight => 0")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -187,7 +190,11 @@ def _bench_loaded(
         "modes": {},
     }
     with support.connect(dsn) as conn:
-        modes = BASE_MODES + ([RRF_MODE] if conn.execute(HAS_FUSION_ARG_SQL).fetchone()[0] else [])
+        modes = BASE_MODES + [
+            mode
+            for mode, arg in ((RRF_MODE, "fusion"), (NO_PROXIMITY_MODE, "proximity_weight"))
+            if conn.execute(HAS_ARG_SQL, (arg,)).fetchone()[0]
+        ]
         for mode in modes:
             run, seconds = run_mode(conn, mode, s.queries, qvec, loaded.chunk_doc)
             out["modes"][mode.name] = {
@@ -230,7 +237,14 @@ def ratios(m: dict[str, dict[str, Any]]) -> dict[str, float | None]:
         "keyword_over_bm25s": ratio(nd["keyword"], nd["bm25s"]),
         "semantic_over_exact": ratio(nd["semantic"], nd["exact_cosine"]),
         "hybrid_over_best_baseline": ratio(nd["hybrid"], max(nd["bm25s"], nd["exact_cosine"])),
+        "hybrid_sql_p95_over_no_proximity": _p95_ratio(m, "hybrid", NO_PROXIMITY_MODE.name),
     }
+
+
+def _p95_ratio(m: dict[str, dict[str, Any]], a: str, b: str) -> float | None:
+    if b not in m:
+        return None
+    return ratio(m[a]["sql_latency"]["p95_ms"], m[b]["sql_latency"]["p95_ms"])
 
 
 def print_set(name: str, out: dict[str, Any]) -> None:

@@ -72,6 +72,7 @@ class FusionParams:
     coverage_gain: float
     max_lexical_share: float
     proximity_weight: float
+    proximity_width: int
     chunks_per_document: int
 
 

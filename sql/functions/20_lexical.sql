@@ -141,7 +141,7 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_candidates_in(
     candidate_budget float8 DEFAULT 1000,
     rescore_size     int DEFAULT 150,
     readable         bigint[] DEFAULT '{}',  -- NULL: every collection
-    proximity_width  int DEFAULT 10
+    proximity_width  int DEFAULT NULL        -- NULL: pgrag.fusion_defaults(); 0: none
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE plpgsql STABLE ROWS 100
 SECURITY DEFINER
@@ -156,6 +156,8 @@ BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
     END IF;
+    proximity_width := coalesce(proximity_width,
+                                (SELECT d.proximity_width FROM pgrag.fusion_defaults() d));
     RETURN QUERY
     WITH q AS (
         SELECT t.tsq,
@@ -311,7 +313,7 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_candidates(
     bm25_b           float8 DEFAULT 0.4,
     candidate_budget float8 DEFAULT 1000,
     rescore_size     int DEFAULT 150,
-    proximity_width  int DEFAULT 10
+    proximity_width  int DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE sql STABLE ROWS 100 AS $$
     SELECT * FROM pgrag.lexical_candidates_in(query_text, pool_size, collection_ids, filters,

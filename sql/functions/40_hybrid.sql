@@ -28,26 +28,6 @@
 --   SELECT * FROM pgrag.hybrid_search_detail('contract signing', '[...]'::vector, 5);
 --   SELECT * FROM pgrag.hybrid_fusion('contract signing', '[...]'::vector);  -- unranked pool
 
--- The ranking defaults, in one place: a NULL (or omitted) argument of the search functions
--- below means this value, and the server reads them to show and log what it ranked with.
--- coverage_gain and max_lexical_share were chosen on SciFact train (above); proximity_weight
--- too (0.4; benchmarks/README.md, "Proximity").
-CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
-    fusion              text,
-    rrf_k               int,
-    lexical_weight      float8,
-    semantic_weight     float8,
-    pool_size           int,
-    coverage_gain       float8,
-    max_lexical_share   float8,
-    proximity_weight    float8,
-    chunks_per_document int
-)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT 'adaptive'::text, 60, 1.0::float8, 1.0::float8, 100, 1.2::float8, 0.8::float8,
-           0.4::float8, 3
-$$;
-
 CREATE OR REPLACE FUNCTION pgrag.check_fusion(fusion text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -112,7 +92,10 @@ BEGIN
     RETURN QUERY
     WITH lexical AS MATERIALIZED (
         SELECT l.*, l.score * (1 - proximity_weight + proximity_weight * l.proximity) AS near
-        FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters) l
+        FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters,
+                                      -- no weight, no windows to compute (0); else the default
+                                      proximity_width => CASE WHEN proximity_weight = 0
+                                                              THEN 0 END) l
         WHERE query_text IS NOT NULL AND lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
