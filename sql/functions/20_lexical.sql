@@ -12,16 +12,17 @@
 --            for very common terms
 -- k1 = 0.9, b = 0.4 (bm25s' defaults; SciFact keyword nDCG@10 0.68 vs ts_rank_cd's 0.38).
 --
--- proximity: how close together the chunk holds the query's words, for the fusion (the
--- BM25 score above ignores it). The best window of max(proximity_width, 2 x query terms)
--- consecutive positions of the chunk's body, counting the idf of each distinct query term
--- in it plus those of the chunk's heading (weight A: the title and section name stand next
--- to every word of the body), over the idf of all the chunk's matched terms: 1 when one
--- sentence or table row holds everything the chunk matches, less when its matches are
--- spread apart. It picks the row that holds a SKU together with the asked-for warehouse
--- over a row block holding the same SKU and the warehouse name in other rows
--- (benchmarks/docbench); a window twice the query's length keeps long queries (SciFact
--- claims) from being judged by whichever few of their words happen to stand together.
+-- proximity: which of a document's chunks holds the query's words closest together, for
+-- the fusion (the BM25 score above ignores it). For a chunk whose document has other chunks
+-- in the pool: the best window of max(proximity_width, 2 x query terms) consecutive body
+-- positions, counting the idf of each distinct query term in it plus those of the chunk's
+-- heading (weight A: title and section stand next to every word of the body), over the idf
+-- of all the chunk's matched terms; then divided by the best such value among the
+-- document's chunks. 1 for the document's closest chunk and for a document's only chunk in
+-- the pool, less for a chunk whose matches are spread apart. It shows the row holding a
+-- SKU together with the asked-for warehouse before the row block holding the same SKU and
+-- the warehouse in other rows (benchmarks/docbench); documents of one chunk (passage
+-- collections such as SciFact) are ranked as without it, at no cost.
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
 -- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
@@ -154,12 +155,19 @@ SET plan_cache_mode = force_generic_plan  -- plan once per session, not per call
 SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
+DECLARE
+    win int := 0;  -- positions per proximity window (0: none)
 BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
     END IF;
     proximity_width := coalesce(proximity_width,
                                 (SELECT d.proximity_width FROM pgrag.fusion_defaults() d));
+    IF proximity_width > 0 THEN
+        -- a window holds proximity_width positions, or twice the query's terms when more
+        SELECT greatest(proximity_width, 2 * count(*)) INTO win
+        FROM pgrag.query_terms(pgrag.lexical_query(query_text));
+    END IF;
     RETURN QUERY
     WITH q AS (
         SELECT t.tsq,
@@ -269,39 +277,47 @@ BEGIN
         ORDER BY s.score DESC, s.id
         LIMIT pool_size
     ),
-    -- where the query's terms stand in the pool's chunks (proximity, above)
+    -- chunks of documents with more than one chunk in the pool (proximity, above)
+    siblings AS MATERIALIZED (
+        SELECT x.id, x.document_id FROM (
+            SELECT p.id, c.document_id, count(*) OVER (PARTITION BY c.document_id) AS n
+            FROM pool p JOIN pgrag.chunks c ON c.id = p.id) x
+        WHERE x.n > 1 AND win > 0
+    ),
+    -- where the query's terms stand in them
     pos AS MATERIALIZED (
-        SELECT p.id, g.i, w.pos, w.weight = 'A' AS head
-        FROM pool p
-        JOIN pgrag.chunks c ON c.id = p.id
+        SELECT s.id, g.i, w.pos, w.weight = 'A' AS head
+        FROM siblings s
+        JOIN pgrag.chunks c ON c.id = s.id
         CROSS JOIN qt
         CROSS JOIN LATERAL unnest(c.tsv) u
         JOIN unnest(qt.lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme
         CROSS JOIN LATERAL unnest(u.positions, u.weights) AS w(pos, weight)
-        WHERE proximity_width > 0  -- 0: no proximity (every chunk 1)
     ),
-    -- a window holds proximity_width positions, or twice the query's terms when more
-    width AS (SELECT greatest(proximity_width, 2 * cardinality(qt.lexemes)) AS width FROM qt),
-    heads AS (SELECT DISTINCT p.id, p.i FROM pos p WHERE p.head),
+    heads AS (SELECT p.id, array_agg(DISTINCT p.i) AS terms FROM pos p WHERE p.head GROUP BY p.id),
     windows AS (
-        SELECT a.id, a.pos, b.i
-        FROM pos a JOIN pos b ON b.id = a.id AND NOT b.head
-                              AND b.pos >= a.pos AND b.pos < a.pos + (SELECT w.width FROM width w)
-        WHERE NOT a.head
-        UNION
-        SELECT a.id, a.pos, h.i FROM pos a JOIN heads h ON h.id = a.id WHERE NOT a.head
-        UNION
-        SELECT h.id, 0, h.i FROM heads h
+        SELECT p.id, array_agg(p.i) OVER (PARTITION BY p.id ORDER BY p.pos
+                                          RANGE BETWEEN CURRENT ROW AND win - 1 FOLLOWING) AS terms
+        FROM pos p WHERE NOT p.head
     ),
     near AS (
-        SELECT w.id, max(w.s) AS s
-        FROM (SELECT w.id, sum(norm.idf[w.i]) AS s FROM windows w, norm
-              GROUP BY w.id, w.pos) w
-        GROUP BY w.id
+        SELECT s.id, s.document_id,
+               (SELECT sum(norm.idf[t.i]) FROM (SELECT DISTINCT unnest(coalesce(h.terms, '{}')
+                                                 || coalesce(w.terms, '{}')) AS i) t) AS s
+        FROM siblings s
+        LEFT JOIN heads h ON h.id = s.id
+        LEFT JOIN windows w ON w.id = s.id
+        CROSS JOIN norm
+    ),
+    best AS (
+        SELECT n.id, n.document_id, max(n.s) / nullif(p.matched, 0) AS closeness
+        FROM near n JOIN pool p ON p.id = n.id
+        GROUP BY n.id, n.document_id, p.matched
     )
     SELECT p.id, p.score, p.coverage, p.rank,
-           least(1.0, coalesce(near.s / nullif(p.matched, 0), 1.0))
-    FROM pool p LEFT JOIN near ON near.id = p.id
+           coalesce(b.closeness / nullif(max(b.closeness) OVER (PARTITION BY b.document_id), 0),
+                    1.0)
+    FROM pool p LEFT JOIN best b ON b.id = p.id
     ORDER BY p.rank;
 END
 $$;
