@@ -17,7 +17,7 @@ from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers.base import Unit
 from pgrag.ingest.parsers.docx import page_texts
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, enveloped, scope_of, state_of
+from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.paged import Page, PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import (
@@ -38,6 +38,7 @@ from pgrag.mcp.schemas import (
 )
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.ranges import parse_cell_range, parse_number_list
 from pgrag.services.status import status_report
 

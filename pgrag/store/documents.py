@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import numpy as np
@@ -12,9 +12,42 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
-from pgrag.ingest.chunking import ChunkDraft
-from pgrag.ingest.parsers.base import Unit
 from pgrag.language import detect_language
+
+
+class UnitIn(Protocol):
+    """A unit (page, section, sheet, slide) as written: what ingestion's parsers produce.
+    A protocol (read-only attributes), so that the store depends on no ingestion module."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
+    @property
+    def rows(self) -> list[list[str]] | None: ...
+
+
+class ChunkDraftIn(Protocol):
+    """A chunk's text and position in its unit, as the chunker cuts it."""
+
+    @property
+    def content(self) -> str: ...
+    @property
+    def token_count(self) -> int: ...
+    @property
+    def char_start(self) -> int | None: ...
+    @property
+    def char_end(self) -> int | None: ...
+    @property
+    def row_start(self) -> int | None: ...
+    @property
+    def row_end(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +77,7 @@ class DocumentFields:
 @dataclass
 class ChunkRow:
     unit_index: int  # index into the version's units
-    draft: ChunkDraft
+    draft: ChunkDraftIn
     heading: str | None
     content_hash: bytes
     page: int | None = None
@@ -207,7 +240,7 @@ async def write_version(
     collection_id: int,
     set_id: int,
     fields: DocumentFields,
-    units: list[Unit],
+    units: list[UnitIn],
     chunks: list[ChunkRow],
     vectors: np.ndarray,
 ) -> bool:

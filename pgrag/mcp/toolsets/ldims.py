@@ -31,20 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
-from pgrag.mcp.app_state import (
-    SEARCH_TIMEOUT_S,
-    _as_pgrag_error,
-    _audit,
-    _jsonable,
-    caller_of,
-    scope_of,
-    state_of,
-)
+from pgrag.jsonable import jsonable as _jsonable
+from pgrag.mcp.app_state import _as_pgrag_error, _audit, caller_of, scope_of, state_of
 from pgrag.mcp.envelope import MAX_RESPONSE_BYTES, MAX_RESPONSE_TOKENS, _shrink, new_trace_id
 from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.metrics import count_tool_call
 from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.tokens import count_json_tokens
 
 RESPONSE_TOKEN_BUDGET = 20_000

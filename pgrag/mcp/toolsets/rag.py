@@ -23,11 +23,12 @@ from pydantic import BaseModel, Field
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
-from pgrag.mcp.app_state import DEFAULT_TIMEOUT_S, SEARCH_TIMEOUT_S, scope_of, state_of
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.ldims import compat_tool
 from pgrag.paging import fit_to_budget, item_tokens
 from pgrag.search.models import SearchFilters, SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.context import DEFAULT_TIMEOUT_S, SEARCH_TIMEOUT_S
 from pgrag.tokens import count_tokens, encoding
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)

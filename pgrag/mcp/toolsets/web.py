@@ -22,8 +22,9 @@ from pydantic import BaseModel, Field
 
 from pgrag import __version__
 from pgrag.errors import ErrorCode, PgragError, UpstreamError
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, enveloped, state_of
+from pgrag.mcp.app_state import enveloped, state_of
 from pgrag.mcp.envelope import Envelope, Status
+from pgrag.services.context import SEARCH_TIMEOUT_S
 
 MAX_RESULTS = 20
 MAX_CACHED_ITEMS = 50

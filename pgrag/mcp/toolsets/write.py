@@ -35,15 +35,15 @@ from pgrag.ingest.parsers import markdown
 from pgrag.ingest.parsers.base import ParsedDocument
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.prepare import build_chunks, human_size
-from pgrag.mcp.app_state import AppState, enveloped, require_writable, scope_of, state_of
+from pgrag.mcp.app_state import enveloped, require_writable, scope_of, state_of
 from pgrag.mcp.envelope import Envelope, Status
 from pgrag.services import documents as docs
+from pgrag.services.context import WRITE_TIMEOUT_S, AppContext
 from pgrag.services.documents import DocumentRef
 from pgrag.store import documents as store
 from pgrag.store.documents import ChunkRow, DocumentFields
 
 SAVED_ROOT = "saved"
-WRITE_TIMEOUT_S = 60.0  # embedding 20k characters with the local model takes seconds
 MAX_METADATA_CHARS = 10_000
 PREVIEW_CHARS = 300
 
@@ -291,7 +291,7 @@ def _stored_meta(
     }
 
 
-def _require_collection_in_scope(state: AppState, ctx: Context[Any, Any]) -> None:
+def _require_collection_in_scope(state: AppContext, ctx: Context[Any, Any]) -> None:
     scope = scope_of(ctx)
     if scope is not None and state.settings.collection not in scope:
         raise Forbidden(
@@ -301,7 +301,7 @@ def _require_collection_in_scope(state: AppState, ctx: Context[Any, Any]) -> Non
         )
 
 
-async def _resolve_in_scope(state: AppState, ctx: Context[Any, Any], ref: str) -> DocumentRef:
+async def _resolve_in_scope(state: AppContext, ctx: Context[Any, Any], ref: str) -> DocumentRef:
     """Find the document under row-level security, not only by the WHERE of the lookup: the
     write itself runs on an unscoped connection (the scoped role cannot write)."""
     async with scoped_connection(state.pool, scope_of(ctx)) as conn:
@@ -310,7 +310,7 @@ async def _resolve_in_scope(state: AppState, ctx: Context[Any, Any], ref: str) -
 
 async def _write(
     conn: psycopg.AsyncConnection,
-    state: AppState,
+    state: AppContext,
     *,
     doc_id: uuid.UUID,
     collection_id: int,
