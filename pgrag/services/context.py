@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search import sql as search_sql
@@ -135,3 +136,13 @@ async def _watching(context: AppContext, paths: list[Path]) -> AsyncIterator[Non
 
     async with _background(run()):
         yield
+
+
+def require_remote_writes(settings: Settings) -> None:
+    """REST uploads and deletions: refused on a read-only server (the rule above, for a
+    remote caller) and unless the `write` toolset is on, the switch MCP writes need too."""
+    if read_only(settings, remote=True) or "write" not in settings.toolset_list:
+        raise Forbidden(
+            "this server is read-only: start it with PGRAG_READ_ONLY=false and the "
+            "`write` toolset to accept uploads and deletions"
+        )

@@ -11,8 +11,11 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
+from pgrag.store import documents as store
 
 RESOLVE_SQL = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
@@ -221,3 +224,13 @@ def metadata(doc: DocumentRef) -> dict[str, Any]:
     if "sheets" in outline:
         meta["sheets"] = [s.get("name") for s in outline["sheets"]]
     return meta
+
+
+async def delete_document(pool: AsyncConnectionPool, scope: list[str] | None, ref: str) -> None:
+    """Delete a document the caller can see, and everything derived from it. Visibility is
+    checked under the caller's scope; the delete itself runs unscoped (the scoped role
+    may only read)."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await resolve(conn, ref, scope)
+    async with pool.connection() as conn:
+        await store.delete_document(conn, doc.id)

@@ -179,6 +179,8 @@ WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NO
 RETURNING path
 """
 
+DELETE_DOCUMENT_SQL = "DELETE FROM pgrag.documents WHERE id = %s::uuid"
+
 
 async def known_documents(
     conn: psycopg.AsyncConnection, collection_id: int, paths: list[str]
@@ -328,6 +330,11 @@ async def remove_missing(
 ) -> list[str]:
     rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
     return [r[0] for r in rows]
+
+
+async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
+    """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
+    await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
