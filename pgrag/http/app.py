@@ -61,9 +61,9 @@ def create_app(
     for router in (ops.probes, search.router, documents.router, ops.status):
         app.include_router(router)
     app.router.routes.extend(mcp_routes)
-    app.add_middleware(BearerAuth, keys=keys)  # type: ignore[arg-type]
+    app.add_middleware(BearerAuth, keys=keys)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
-    app.add_middleware(HostGuard, policy=policy)  # type: ignore[arg-type]  # outermost
+    app.add_middleware(HostGuard, policy=policy)  # outermost
     return app
 
 

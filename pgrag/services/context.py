@@ -81,7 +81,10 @@ async def open_context(
         rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
         notifier = await stack.enter_async_context(relay(rt.db.dsn))
         async with rt.db.pool.connection() as conn:
-            secret = (await (await conn.execute(search_sql.SECRET_SQL)).fetchone())[0]
+            row = await (await conn.execute(search_sql.SECRET_SQL)).fetchone()
+        if row is None:  # migration 0003 stores it: never absent on a migrated database
+            raise RuntimeError("pgrag's continuation secret is missing: run `pgrag db migrate`")
+        secret = row[0]
         service = SearchService(
             rt.db.pool,
             rt.provider,

@@ -25,10 +25,10 @@ async def status_report(
 ) -> dict[str, Any]:
     """`scope`: the collections the caller may see (None = all); counts and lists only."""
     if document:
-        rows = await store.document_states(conn, document)
-        if not rows:
+        found = await store.document_states(conn, document)
+        if not found:
             raise NotFound(f"no document '{document}': use its document_id, path or file name")
-        return asdict(rows[0])
+        return asdict(found[0])
     counts = {s: 0 for s in ("pending", "processing", "ready", "failed")}
     counts.update({c.status: c.count for c in await store.status_counts(conn, scope)})
     rows = [asdict(r) for r in await store.not_ready(conn, scope)]

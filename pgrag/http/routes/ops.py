@@ -65,5 +65,8 @@ async def api_status(context: Context, scope: Scope, document: str | None = None
     """Counts by status, or one document's status, progress and error."""
     async with scoped_connection(context.pool, scope) as conn:
         if document:
-            return jsonable(document_status(await docs.resolve(conn, document, scope)))
-        return jsonable(await status_report(conn, None, scope))
+            report = document_status(await docs.resolve(conn, document, scope))
+        else:
+            report = await status_report(conn, None, scope)
+    body: dict[str, Any] = jsonable(report)
+    return body
