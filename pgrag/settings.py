@@ -125,7 +125,9 @@ class Settings(BaseSettings):
     )
     ocr_workers: int = Field(2, ge=1, le=32, description="pages OCR'd in parallel")
     ocr_page_timeout_s: float = Field(
-        120.0, gt=0, description="seconds one page may take in OCR; then it is left empty"
+        120.0,
+        gt=0,
+        description="seconds one page may take in OCR; then its reader is killed, the page left empty",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"

@@ -5,6 +5,7 @@ and stored in a real PostgreSQL; hash/384 embeddings keep ingestion fast."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import io
 import sys
@@ -24,6 +25,7 @@ from pgrag.ingest.parsers import OCR_UNAVAILABLE, parse
 from pgrag.ingest.pipeline import Ingestor, Outcome
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
+from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.test_search import _pool
@@ -230,6 +232,30 @@ def test_character_error_rate_on_clean_300dpi(
     assert cer(truth, doc.units[0].body) < 0.05, doc.units[0].body
 
 
+PARAGRAPH = [
+    "This agreement is made between the supplier and the buyer named below.",
+    "The supplier delivers 480 steel brackets to the Lisbon warehouse each month.",
+    "本协议由供需双方于上海签订，自双方签字之日起生效。",
+    "甲方有权在提前三十日书面通知的情况下解除本协议。",
+    "Invoices are payable within 30 days; 逾期付款按日万分之五计息。",
+    "Both parties keep one signed copy 双方各执一份 of this agreement.",
+]
+
+
+@needs_font
+@pytest.mark.parametrize("suffix", [".png", ".pdf"])
+def test_character_error_rate_on_a_multi_line_300dpi_page(
+    suffix: str, tmp_path: Path, ocr_options: OcrOptions
+) -> None:
+    """A paragraph of English, Chinese and mixed lines, as an image and as a scanned PDF:
+    every line read, in order (edit distance counts dropped and swapped lines)."""
+    path = tmp_path / f"paragraph{suffix}"
+    render(PARAGRAPH).save(path, dpi=(300, 300), resolution=300)
+    doc = parse(path, ocr=ocr_options)
+    assert doc.units[0].meta["ocr"] is True
+    assert cer("\n".join(PARAGRAPH), doc.units[0].body) < 0.05, doc.units[0].body
+
+
 @needs_font
 def test_unchanged_pages_are_read_from_the_cache(tmp_path: Path, ocr_options: OcrOptions) -> None:
     from pgrag.ingest.ocr import ocr_images
@@ -251,6 +277,37 @@ def test_a_page_that_fails_ocr_is_reported_and_the_document_ingests(tmp_path: Pa
     assert doc.units[0].body == "" and "longer than" in doc.units[0].meta["ocr_error"]
     assert doc.metadata["ocr"]["failed_pages"][0]["page"] == 1
     assert "OCR failed" in doc.metadata["warnings"][0]
+
+
+@needs_font
+def test_rapidocr_page_over_its_time_limit_is_killed_and_the_next_page_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RapidOCR reads in a worker process: a page over its limit kills the worker (no
+    thread left computing), the next page starts a fresh one."""
+    from pgrag.ingest.ocr import ocr_images, rapid
+
+    started: list[rapid.Worker] = []
+    start = rapid.Worker.__init__
+
+    def tracked(worker: rapid.Worker, threads: int) -> None:
+        start(worker, threads)
+        started.append(worker)
+
+    monkeypatch.setattr(rapid.Worker, "__init__", tracked)
+    engines._rapid.cache_clear()
+    options = OcrOptions(engine="rapidocr", workers=1, page_timeout_s=0.05)
+    try:
+        slow, engine = ocr_images([1], [lambda: render([EN] * 8)], options)
+        assert engine == "rapidocr" and "longer than 0.05 s" in (slow[0].error or "")
+        assert len(started) == 1 and started[0].proc.poll() is not None  # killed
+        unhurried = dataclasses.replace(options, page_timeout_s=300)  # the same engine
+        again, _ = ocr_images([1], [lambda: render([EN])], unhurried)
+        assert len(started) == 2 and cer(EN, again[0].text) < 0.05, again[0].text
+    finally:
+        for worker in started:
+            worker.close()
+        engines._rapid.cache_clear()
 
 
 async def test_missing_engine_fails_with_ocr_unavailable(
@@ -276,3 +333,8 @@ async def test_missing_engine_fails_with_ocr_unavailable(
     assert "pip install rapidocr-onnxruntime" in message and "tesseract-ocr" in message
     rows = _rows(dsn, "SELECT status, error_code FROM pgrag.documents ORDER BY path")
     assert rows == [("failed", OCR_UNAVAILABLE), ("failed", OCR_UNAVAILABLE)]
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        report = await status_report(conn)
+    assert report["ocr"]["unavailable"] == 2 and report["ocr"]["documents"] == 0
+    assert {f["error_code"] for f in report["failed"]} == {OCR_UNAVAILABLE}
+    assert all("pip install rapidocr-onnxruntime" in f["error_detail"] for f in report["failed"])

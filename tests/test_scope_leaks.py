@@ -46,7 +46,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
-from pgrag.mcp.toolsets.rag import int_id
+from pgrag.mcp.toolsets.compat.rag import int_id
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.support.kb_server import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -105,6 +106,18 @@ def ingest(
     )
 
 
+def _ocr_line(ocr: dict[str, Any]) -> str:
+    """The status table's OCR row: pages read, confidence, failures, missing engine."""
+    line = f"{ocr['pages']} pages in {ocr['documents']} documents"
+    if ocr["mean_confidence"] is not None:
+        line += f", mean confidence {ocr['mean_confidence']:.2f}"
+    if ocr["failed_pages"]:
+        line += f", {ocr['failed_pages']} pages failed"
+    if ocr["unavailable"]:
+        line += f", {ocr['unavailable']} documents need an OCR engine (OCR_UNAVAILABLE)"
+    return line
+
+
 @cli.command()
 @click.argument("document", required=False)
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
@@ -136,4 +149,6 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
             table.add_row(
                 f"[red]failed[/] {doc['path']}", f"{doc['error_code']}: {doc['error_detail']}"
             )
+        if report["ocr"]:
+            table.add_row("read by OCR", _ocr_line(report["ocr"]))
     out.print(table)

@@ -9,7 +9,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from mcp.server.mcpserver import Context
@@ -26,6 +26,9 @@ from pgrag.services.identity import current_caller, current_scope
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+V = TypeVar("V")
+V_in = TypeVar("V_in", contravariant=True)
+A = TypeVar("A")
 
 AUDIT_SQL = """
 INSERT INTO pgrag.audit_log (tool, arguments, caller, duration_ms, outcome, trace_id)
@@ -133,32 +136,65 @@ def _as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
     return internal_error(trace_id)
 
 
-def enveloped(
-    tool: str, timeout: float = DEFAULT_TIMEOUT_S
-) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
-    """Run a tool body under a timeout, map every failure to a stable code, audit the call."""
+class ResultShape(Protocol[V_in, A]):
+    """How a tool body's value and its failures become the tool's answer: pgrag's envelope
+    (`ENVELOPE`) or a compatibility toolset's own shape."""
 
-    def decorate(
-        body: Callable[..., Awaitable[Envelope[Any]]],
-    ) -> Callable[..., Awaitable[CallToolResult]]:
+    def success(self, value: V_in, trace_id: str) -> A:
+        """The answer for a body that returned `value` (an error raised here is the tool's)."""
+        ...
+
+    def failure(self, error: PgragError, trace_id: str) -> A:
+        """The answer for a body that failed with `error` (already a stable code)."""
+        ...
+
+    def result(self, answer: A, started: float) -> tuple[CallToolResult, str, str]:
+        """(the result sent, the audit row's outcome, the metrics label)."""
+        ...
+
+
+class EnvelopeShape:
+    """pgrag's own tools: the body returns an Envelope; failures are error envelopes."""
+
+    def success(self, value: Envelope[Any], trace_id: str) -> Envelope[Any]:
+        value.meta.trace_id = trace_id
+        return value
+
+    def failure(self, error: PgragError, trace_id: str) -> Envelope[Any]:
+        return error_envelope(error, trace_id)
+
+    def result(self, answer: Envelope[Any], started: float) -> tuple[CallToolResult, str, str]:
+        outcome = answer.error.code if answer.error else answer.status.message
+        label = str(answer.error.code) if answer.error else "ok"
+        return to_result(answer, started), outcome, label
+
+
+ENVELOPE = EnvelopeShape()
+
+
+def tool_call(
+    tool: str, shape: ResultShape[V, A], timeout: float = DEFAULT_TIMEOUT_S
+) -> Callable[[Callable[..., Awaitable[V]]], Callable[..., Awaitable[CallToolResult]]]:
+    """Run a tool body under a timeout, map every failure to a stable code, count and audit
+    the call; `shape` makes the answer (the body's keyword `ctx` is the MCP context)."""
+
+    def decorate(body: Callable[..., Awaitable[V]]) -> Callable[..., Awaitable[CallToolResult]]:
         @functools.wraps(body)
         async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
             started = time.perf_counter()
             trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
             try:
-                envelope = await asyncio.wait_for(body(*args, **kwargs), timeout)
-                envelope.meta.trace_id = trace_id
+                value = await asyncio.wait_for(body(*args, **kwargs), timeout)
+                answer = shape.success(value, trace_id)
             except Exception as exc:
-                envelope = error_envelope(_as_pgrag_error(exc, trace_id), trace_id)
-            result = to_result(envelope, started)
-            args_for_audit = {k: v for k, v in kwargs.items() if k != "ctx"}
-            outcome = envelope.error.code if envelope.error else envelope.status.message
-            count_tool_call(tool, str(envelope.error.code) if envelope.error else "ok")
+                answer = shape.failure(_as_pgrag_error(exc, trace_id), trace_id)
+            result, outcome, label = shape.result(answer, started)
+            count_tool_call(tool, label)
             await _audit(
                 state_of(ctx),
                 tool,
-                jsonable(args_for_audit),
+                jsonable({k: v for k, v in kwargs.items() if k != "ctx"}),
                 caller_of(ctx),
                 round((time.perf_counter() - started) * 1000, 2),
                 outcome,
@@ -169,3 +205,10 @@ def enveloped(
         return wrapper
 
     return decorate
+
+
+def enveloped(
+    tool: str, timeout: float = DEFAULT_TIMEOUT_S
+) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
+    """`tool_call` answering in pgrag's envelope."""
+    return tool_call(tool, ENVELOPE, timeout)

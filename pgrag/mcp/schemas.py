@@ -28,6 +28,7 @@ class DocumentItem(BaseModel):
     modified: str | None = None
     title: str | None = None
     collection: str
+    ocr_pages: int | None = None  # pages read by OCR (scans, images)
 
 
 class DocumentsData(BaseModel):
@@ -104,6 +105,7 @@ class StatusData(BaseModel):
     total: int | None = None
     processing: list[dict[str, Any]] | None = None
     failed: list[dict[str, Any]] | None = None
+    ocr: dict[str, Any] | None = None  # pages read by OCR, failed pages, missing engine
     document: dict[str, Any] | None = None
     status: str | None = None
     progress: float | None = None

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.rows import args_row, class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -30,6 +31,7 @@ from pgrag.search.keywords import (
 from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
 from pgrag.services import documents as docs
+from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
 
 log = logging.getLogger(__name__)
@@ -160,7 +162,7 @@ class SearchService:
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
             hits = await self._hits(conn, req, mode, rows)
-            total = rows[0][8] if rows else 0
+            total = rows[0].total if rows else 0
             budget = fit_to_budget(
                 hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
             )
@@ -244,7 +246,7 @@ class SearchService:
         collection_ids: list[int] | None,
         embedding: np.ndarray | None,
         lexical_ok: bool,
-    ) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    ) -> tuple[dict[str, Any], list[RankedRow]]:
         f = self.fusion
         params: dict[str, Any] = {
             "match_count": req.limit,
@@ -259,9 +261,7 @@ class SearchService:
             try:
                 async with conn.transaction():
                     await conn.execute(f"SET LOCAL statement_timeout = {REGEX_TIMEOUT_MS}")
-                    rows = await (
-                        await conn.execute(query, {**params, "filters": Jsonb(params["filters"])})
-                    ).fetchall()
+                    rows = await _ranked(conn, query, params)
             except psycopg.errors.InvalidRegularExpression as exc:
                 raise InvalidArgument(
                     f"{exc.diag.message_primary}. "
@@ -294,61 +294,56 @@ class SearchService:
             }
         )
         query = sql.DOCUMENTS_SQL if req.scope == "documents" else sql.HYBRID_SQL
-        rows = await (
-            await conn.execute(query, {**params, "filters": Jsonb(params["filters"])})
-        ).fetchall()
-        return params, rows
+        return params, await _ranked(conn, query, params)
 
     async def _hits(
         self,
         conn: psycopg.AsyncConnection,
         req: SearchRequest,
         mode: str,
-        rows: list[tuple[Any, ...]],
+        rows: list[RankedRow],
     ) -> list[SearchHit]:
         if not rows:
             return []
         chunk_ids: set[int] = set()
         for r in rows:
-            chunk_ids.update(r[10] or [r[1]])
+            chunk_ids.update(r.chunk_ids or [r.chunk_id])
         margin = max(CONTEXT_CHARS, round(req.context_chars * 1.25)) + 150
-        detail_rows = await (
-            await conn.execute(sql.CHUNK_DETAILS_SQL, {"ids": list(chunk_ids), "margin": margin})
-        ).fetchall()
-        details = {d[0]: d for d in detail_rows}
+        async with conn.cursor(row_factory=class_row(ChunkDetail)) as cur:
+            await cur.execute(sql.CHUNK_DETAILS_SQL, {"ids": list(chunk_ids), "margin": margin})
+            details = {d.id: d for d in await cur.fetchall()}
         content_mode = req.content_mode or self.default_content_mode
         keywords = extract_keywords(req.query) if mode != "regex" else []
         full_texts: dict[str, tuple[str, bool]] = {}
         if content_mode == "full":
-            for doc_id in {details[r[1]][1] for r in rows if r[1] in details}:
+            for doc_id in {details[r.chunk_id].document_id for r in rows if r.chunk_id in details}:
                 text = await docs.extracted_text(conn, doc_id)
                 full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
         hits = []
         for r in rows:
-            rank, best_id, _doc, lrank, lscore, srank, sscore, fused, _total, rx, ids = r
-            d = details.get(best_id)
+            d = details.get(r.chunk_id)
             if d is None:  # deleted between ranking and fetching
                 continue
-            hit_chunks = [details[i] for i in (ids or [best_id]) if i in details]
+            hit_chunks = [details[i] for i in (r.chunk_ids or [r.chunk_id]) if i in details]
             hits.append(
                 self._hit(
                     req,
                     mode,
-                    rank,
+                    r.rank,
                     d,
                     hit_chunks,
                     keywords,
                     content_mode,
-                    full_texts.get(d[1]),
+                    full_texts.get(d.document_id),
                     Explain(
-                        lexical_rank=lrank,
-                        lexical_score=lscore,
-                        semantic_rank=srank,
-                        semantic_score=sscore,
-                        fused_score=fused,
-                        regex_matches=rx,
+                        lexical_rank=r.lexical_rank,
+                        lexical_score=r.lexical_score,
+                        semantic_rank=r.semantic_rank,
+                        semantic_score=r.semantic_score,
+                        fused_score=r.fused_score,
+                        regex_matches=r.regex_matches,
                         query_lang=detect_language(req.query) if mode != "regex" else None,
-                        chunk_lang=d[22],  # c.lang, last of CHUNK_DETAILS_SQL
+                        chunk_lang=d.lang,
                         **self._fusion_explain(mode),
                     ),
                 )
@@ -374,53 +369,28 @@ class SearchService:
         req: SearchRequest,
         mode: str,
         rank: int,
-        d: tuple[Any, ...],
-        chunks: list[tuple[Any, ...]],
+        d: ChunkDetail,
+        chunks: list[ChunkDetail],
         keywords: list[str],
         content_mode: str,
         full_text: tuple[str, bool] | None,
         explain: Explain,
     ) -> SearchHit:
-        (
-            cid,
-            doc_id,
-            name,
-            path,
-            file_type,
-            title,
-            author,
-            modified,
-            outline,
-            content,
-            cstart,
-            cend,
-            page,
-            section,
-            sheet,
-            row_start,
-            row_end,
-            slide,
-            _heading,
-            base,
-            window,
-            _body_len,
-            _lang,
-        ) = d
-        window = window or content
-        lo, hi = cstart - base, cend - base
+        window = d.window or d.content
+        lo, hi = d.char_start - d.base, d.char_end - d.base
         score = self._score(mode, explain)
         snippets = []
         if content_mode == "smart_extract":
             for ch in chunks:
-                w = ch[20] or ch[9]
+                w = ch.window or ch.content
                 src = SnippetSource(
                     text=w,
-                    base=ch[19],
-                    text_len=ch[21] or len(w),
-                    lo=ch[10] - ch[19],
-                    hi=ch[11] - ch[19],
-                    file_id=ch[1],
-                    file_name=ch[2],
+                    base=ch.base,
+                    text_len=ch.body_len or len(w),
+                    lo=ch.char_start - ch.base,
+                    hi=ch.char_end - ch.base,
+                    file_id=ch.document_id,
+                    file_name=ch.name,
                 )
                 matches = (
                     find_regex_matches(w, req.query)
@@ -440,24 +410,26 @@ class SearchService:
                 else min(self.max_snippets, DOCUMENT_SNIPPETS)
             )
             snippets = finalise(snippets, cap)
-        rows = f"{row_start}-{row_end}" if row_start is not None else None
-        meta: dict[str, object] = {"document_type": file_type, "title": title}
-        if author:
-            meta["author"] = author
-        if modified:
-            meta["modified"] = modified.isoformat()
+        rows = f"{d.row_start}-{d.row_end}" if d.row_start is not None else None
+        meta: dict[str, object] = {"document_type": d.file_type, "title": d.title}
+        if d.author:
+            meta["author"] = d.author
+        if d.modified_at:
+            meta["modified"] = d.modified_at.isoformat()
         for key in ("total_pages", "total_slides", "total_rows", "pages_estimated"):
-            if isinstance(outline, dict) and key in outline:
-                meta[key] = outline[key]
-        preview_src = snippets[0].content if snippets else content
+            if isinstance(d.outline, dict) and key in d.outline:
+                meta[key] = d.outline[key]
+        preview_src = snippets[0].content if snippets else d.content
         return SearchHit(
             rank=rank,
-            document_id=doc_id,
-            chunk_id=cid,
-            name=name,
-            path=path,
+            document_id=d.document_id,
+            chunk_id=d.id,
+            name=d.name,
+            path=d.path,
             score=score,
-            location=Location(page=page, section=section, sheet=sheet, slide=slide, rows=rows),
+            location=Location(
+                page=d.page, section=d.section, sheet=d.sheet, slide=d.slide, rows=rows
+            ),
             preview=" ".join(preview_src.split())[:PREVIEW_CHARS],
             snippets=snippets,
             matched_context=summary(snippets) if snippets and self.snippet_summary else None,
@@ -522,3 +494,12 @@ class SearchService:
         except psycopg.Error:  # logging must never fail a search
             log.warning("could not log search", exc_info=True)
             return None
+
+
+async def _ranked(
+    conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]
+) -> list[RankedRow]:
+    """Run a ranking query; its rows are read by position (see RankedRow)."""
+    async with conn.cursor(row_factory=args_row(RankedRow)) as cur:
+        await cur.execute(query, {**params, "filters": Jsonb(params["filters"])})
+        return await cur.fetchall()

@@ -155,6 +155,8 @@ def metadata(doc: DocumentRef) -> dict[str, Any]:
             meta[key] = outline[key]
     if "sheets" in outline:
         meta["sheets"] = [s.get("name") for s in outline["sheets"]]
+    if ocr := (r["metadata"] or {}).get("ocr"):  # engine, pages, confidence, failed pages
+        meta["ocr"] = ocr
     return meta
 
 

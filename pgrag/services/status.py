@@ -1,4 +1,5 @@
-"""Ingestion status: counts by status, per-document progress and errors, readiness."""
+"""Ingestion status: counts by status, per-document progress and errors, what OCR did,
+readiness."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from pgrag.errors import NotFound
 from pgrag.services.documents import DocumentRef
 from pgrag.store import status as store
 
-DOCUMENT_STATUS_KEYS = ("document_id", "path", "status", "progress", "error_code", "error_detail")
+DOCUMENT_STATUS_KEYS = (
+    "document_id",
+    "path",
+    "status",
+    "progress",
+    "error_code",
+    "error_detail",
+    "ocr",
+)
 
 
 def document_status(doc: DocumentRef) -> dict[str, Any]:
@@ -32,11 +41,13 @@ async def status_report(
     counts = {s: 0 for s in ("pending", "processing", "ready", "failed")}
     counts.update({c.status: c.count for c in await store.status_counts(conn, scope)})
     rows = [asdict(r) for r in await store.not_ready(conn, scope)]
+    ocr = await store.ocr_summary(conn, scope)
     return {
         "counts": counts,
         "total": sum(counts.values()),
         "processing": [r for r in rows if r["status"] in ("processing", "pending")],
         "failed": [r for r in rows if r["status"] == "failed"],
+        "ocr": asdict(ocr) if ocr and (ocr.documents or ocr.unavailable) else None,
     }
 
 

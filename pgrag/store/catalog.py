@@ -14,7 +14,8 @@ from psycopg.rows import class_row, dict_row
 RESOLVE_SQL = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
        d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
-       d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection
+       d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection,
+       d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
   AND (d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s)
@@ -31,7 +32,8 @@ GROUP BY d.folder ORDER BY d.folder
 
 LIST_SQL = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status,
-       d.size_bytes, d.modified_at, d.title, c.name AS collection
+       d.size_bytes, d.modified_at, d.title, c.name AS collection,
+       jsonb_array_length(d.metadata -> 'ocr' -> 'pages') AS ocr_pages
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
   AND (%(folder)s::text IS NULL OR d.folder = %(folder)s

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -22,12 +23,32 @@ NOT_READY_SQL = (
 ONE_SQL = """
 SELECT d.id AS document_id, d.path, d.name, c.name AS collection, d.status, d.progress,
        d.error_code, d.error_detail, d.updated_at, d.ingested_at,
-       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunks
+       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunks,
+       d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s
 ORDER BY (d.id::text = %(ref)s) DESC, (d.path = %(ref)s) DESC
 LIMIT 2
 """
+# documents whose pages were read by OCR (the summary their parser stored in metadata):
+# pages read, pages that failed, confidence weighted by pages read; and the documents
+# that could not be read because no OCR engine is installed
+OCR_SQL = (
+    """
+SELECT count(ocr) AS documents, coalesce(sum(pages), 0) AS pages,
+       coalesce(sum(failed), 0) AS failed_pages,
+       round(sum(confidence * (pages - failed)) / nullif(sum(pages - failed), 0), 4)::float
+         AS mean_confidence,
+       count(*) FILTER (WHERE error_code = 'OCR_UNAVAILABLE') AS unavailable
+FROM (SELECT metadata -> 'ocr' AS ocr, error_code,
+             jsonb_array_length(metadata -> 'ocr' -> 'pages') AS pages,
+             jsonb_array_length(coalesce(metadata -> 'ocr' -> 'failed_pages', '[]')) AS failed,
+             (metadata -> 'ocr' ->> 'mean_confidence')::numeric AS confidence
+      FROM pgrag.documents
+      WHERE (metadata ? 'ocr' OR error_code = 'OCR_UNAVAILABLE') AND"""
+    + SCOPE
+    + ") d"
+)
 PING_SQL = "SELECT 1"
 
 
@@ -60,6 +81,16 @@ class DocumentState:
     updated_at: datetime | None
     ingested_at: datetime | None
     chunks: int
+    ocr: dict[str, Any] | None  # engine, pages, confidence, failed pages
+
+
+@dataclass(frozen=True)
+class OcrSummary:
+    documents: int
+    pages: int
+    failed_pages: int
+    mean_confidence: float | None
+    unavailable: int
 
 
 async def status_counts(
@@ -82,6 +113,13 @@ async def document_states(conn: psycopg.AsyncConnection, ref: str) -> list[Docum
     async with conn.cursor(row_factory=class_row(DocumentState)) as cur:
         await cur.execute(ONE_SQL, {"ref": ref})
         return await cur.fetchall()
+
+
+async def ocr_summary(conn: psycopg.AsyncConnection, scope: list[str] | None) -> OcrSummary | None:
+    """What OCR did over the visible documents (None: no row, which an aggregate never is)."""
+    async with conn.cursor(row_factory=class_row(OcrSummary)) as cur:
+        await cur.execute(OCR_SQL, {"scope": scope})
+        return await cur.fetchone()
 
 
 async def ping(conn: psycopg.AsyncConnection) -> None:

@@ -2,9 +2,11 @@
 
 Tesseract (apt `tesseract-ocr` + language packs) is preferred when installed: on rendered
 multi-line pages at 300 dpi it read every line (CER 0.000) where RapidOCR dropped lines
-(CER 0.228), 3x faster and in an eighth of the memory (benchmarks/ocr.py). RapidOCR
+(CER 0.228) and 3x faster (benchmarks/ocr.py). RapidOCR
 (PP-OCRv4 ONNX models shipped in its wheel, Chinese + English) installs from PyPI alone
-and is used when Tesseract or its language data is missing.
+and is used when Tesseract or its language data is missing. Both run outside pgrag's
+process (the `tesseract` binary; RapidOCR workers in `rapid.py`), so a page over its time
+limit is killed, not left running.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from PIL import Image
 
 from pgrag.ingest.parsers.base import OCR_UNAVAILABLE
 
-__all__ = ["OCR_UNAVAILABLE", "Engine", "Line", "OcrUnavailable", "load"]
+__all__ = ["OCR_UNAVAILABLE", "Engine", "Line", "OcrUnavailable", "load", "timed_out"]
 RAPIDOCR_LANGUAGES = frozenset({"chi_sim", "eng"})
 INSTALL_HINT = (
     "install an OCR engine: `pip install rapidocr-onnxruntime` (Chinese + English, no "
@@ -48,30 +50,13 @@ class Line:
 class Engine(Protocol):
     name: str
 
-    def read(self, image: Image.Image, timeout_s: float) -> list[Line]: ...
-
-
-class RapidEngine:
-    """One shared RapidOCR instance: onnxruntime sessions are safe to call from threads."""
-
-    name = "rapidocr"
-
-    def __init__(self, threads: int) -> None:
-        from rapidocr_onnxruntime import RapidOCR
-
-        self._ocr = RapidOCR(intra_op_num_threads=threads, inter_op_num_threads=1)
-
     def read(self, image: Image.Image, timeout_s: float) -> list[Line]:
-        import numpy as np
+        """The page's lines; raises TimeoutError (`timed_out`) after `timeout_s`."""
+        ...
 
-        # RapidOCR takes BGR arrays (OpenCV order)
-        result, _ = self._ocr(np.asarray(image.convert("RGB"))[:, :, ::-1])
-        lines = []
-        for box, text, score in result or []:
-            xs = [p[0] for p in box]
-            ys = [p[1] for p in box]
-            lines.append(Line(str(text), float(score), (min(xs), min(ys), max(xs), max(ys))))
-        return lines
+
+def timed_out(timeout_s: float) -> TimeoutError:
+    return TimeoutError(f"OCR took longer than {timeout_s:g} s (PGRAG_OCR_PAGE_TIMEOUT_S)")
 
 
 class TesseractEngine:
@@ -86,14 +71,17 @@ class TesseractEngine:
     def read(self, image: Image.Image, timeout_s: float) -> list[Line]:
         buffer = io.BytesIO()
         image.convert("RGB").save(buffer, format="PNG")
-        done = subprocess.run(
-            [self.binary, "stdin", "stdout", "-l", self.languages, "--psm", "3", "tsv"],
-            input=buffer.getvalue(),
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-            env={**os.environ, "OMP_THREAD_LIMIT": "1"},
-        )
+        try:
+            done = subprocess.run(
+                [self.binary, "stdin", "stdout", "-l", self.languages, "--psm", "3", "tsv"],
+                input=buffer.getvalue(),
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+                env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+            )
+        except subprocess.TimeoutExpired:
+            raise timed_out(timeout_s) from None
         if done.returncode != 0:
             raise RuntimeError(done.stderr.decode("utf-8", "replace").strip()[-300:])
         return _tsv_lines(done.stdout.decode("utf-8", "replace"))
@@ -144,7 +132,9 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _rapid(threads: int) -> RapidEngine:
+def _rapid(threads: int) -> Engine:
+    from .rapid import RapidEngine
+
     return RapidEngine(threads)
 
 
@@ -172,8 +162,12 @@ def load(engine: str, languages: str, workers: int) -> Engine:
             )
         else:
             try:
-                with _lock:  # model loading is not re-entrant
+                with _lock:  # one engine, and its first worker, started at a time
                     return _rapid(max(1, (os.cpu_count() or 1) // max(1, workers)))
-            except ImportError:
-                problems.append("rapidocr-onnxruntime is not installed")
+            except ImportError as exc:
+                problems.append(
+                    "rapidocr-onnxruntime is not installed"
+                    if exc.name == "rapidocr_onnxruntime"
+                    else f"RapidOCR did not start ({exc})"
+                )
     raise OcrUnavailable(f"no OCR engine for {languages}: {'; '.join(problems)}; {INSTALL_HINT}")

@@ -2,12 +2,12 @@
 
 Pages are rendered lazily inside the workers, so at most `workers` page bitmaps are in
 memory at once. A page that fails or times out becomes an empty page with its error; the
-document still ingests.
+document still ingests. The engines enforce the time limit themselves, by killing the
+process that reads the page.
 """
 
 from __future__ import annotations
 
-import atexit
 import statistics
 import threading
 from collections.abc import Callable, Sequence
@@ -91,14 +91,11 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
     hit = cache.get(options.cache_dir, name)
     if hit is not None:
         return OcrPage(number, hit["text"], hit["confidence"], hit.get("rotated", 0), cached=True)
-    lines = _limited(lambda: engine.read(image, options.page_timeout_s), options.page_timeout_s)
+    lines = engine.read(image, options.page_timeout_s)
     rotated = 0
     if _looks_sideways(lines) or _doubtful(lines) or (not lines and _has_ink(image)):
         for angle in (90, 270):
-            turned = _limited(
-                lambda a=angle: engine.read(image.rotate(a, expand=True), options.page_timeout_s),
-                options.page_timeout_s,
-            )
+            turned = engine.read(image.rotate(angle, expand=True), options.page_timeout_s)
             if _score(turned) > _score(lines):
                 lines, rotated = turned, angle
     text = reading_order(lines)
@@ -107,40 +104,7 @@ def _page(number: int, render: Render, engine: Engine, options: OcrOptions) -> O
     return OcrPage(number, text, confidence, rotated)
 
 
-_abandoned: set[threading.Thread] = set()
 DOUBTFUL_CONFIDENCE = 0.6  # mean line confidence under which turned readings are tried
-
-
-@atexit.register
-def _finish_abandoned() -> None:
-    """An engine thread still running at exit aborts the process (onnxruntime): let the
-    pages given up on finish first."""
-    for thread in list(_abandoned):
-        thread.join()
-
-
-def _limited(call: Callable[[], list[Line]], timeout_s: float) -> list[Line]:
-    """The page's time limit. An in-process engine cannot be stopped, so the page is
-    given up and its run is left to finish in the background (Tesseract is killed)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["lines"] = call()
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            _abandoned.discard(threading.current_thread())
-
-    worker = threading.Thread(target=run, daemon=True, name="pgrag-ocr-page")
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        _abandoned.add(worker)
-        raise TimeoutError(f"OCR took longer than {timeout_s:g} s (PGRAG_OCR_PAGE_TIMEOUT_S)")
-    if "error" in box:
-        raise box["error"]
-    return box["lines"]
 
 
 def _looks_sideways(lines: list[Line]) -> bool:

@@ -1,5 +1,6 @@
-"""Opt-in toolsets (SPEC §5.3), each in its own module with `register(server)`; only the
-toolsets named in PGRAG_TOOLSETS are imported and registered."""
+"""Opt-in toolsets (SPEC §5.3), each a module or package with `register(server)` that
+publishes its module-level handlers; only the toolsets named in PGRAG_TOOLSETS are imported
+and registered. The compatibility toolsets (`ldims`, `rag`) live under `compat/`."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 from pgrag.errors import ConfigError
 
 MODULES = {
-    "core": "pgrag.mcp.core_tools",
+    "core": "pgrag.mcp.toolsets.core",
     "write": "pgrag.mcp.toolsets.write",
     "graph": "pgrag.mcp.toolsets.graph",
     "web": "pgrag.mcp.toolsets.web",
     "chart": "pgrag.mcp.toolsets.chart",
-    "ldims": "pgrag.mcp.toolsets.ldims",
-    "rag": "pgrag.mcp.toolsets.rag",
+    "ldims": "pgrag.mcp.toolsets.compat.ldims",
+    "rag": "pgrag.mcp.toolsets.compat.rag",
 }
 CONFLICTS = [({"core", "rag"}, "both define `list_documents`; enable one of them")]
 

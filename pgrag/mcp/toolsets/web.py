@@ -2,7 +2,7 @@
 
 `GET {PGRAG_SEARXNG_URL}/search?q=…&format=json[&language=…][&time_range=…]`; the results
 are normalised (title, url, snippet, source, engine, published_at) and cached in
-`pgrag.web_cache` by (query, language, recency) for PGRAG_WEB_CACHE_TTL_S seconds. Timeouts,
+`pgrag.web_cache` (`pgrag.store.web_cache`) by (query, language, recency) for PGRAG_WEB_CACHE_TTL_S seconds. Timeouts,
 refused connections, HTTP errors and unreadable answers are UPSTREAM_ERROR.
 """
 
@@ -13,11 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import httpx2
-import psycopg
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
-from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field
 
 from pgrag import __version__
@@ -25,25 +23,12 @@ from pgrag.errors import ErrorCode, PgragError, UpstreamError
 from pgrag.mcp.app_state import enveloped, state_of
 from pgrag.mcp.envelope import Envelope, Status
 from pgrag.services.context import SEARCH_TIMEOUT_S
+from pgrag.store.web_cache import cached, remember
 
 MAX_RESULTS = 20
 MAX_CACHED_ITEMS = 50
 SNIPPET_CHARS = 500
 LANGUAGE = re.compile(r"^(all|auto|[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2})$")
-
-GET_SQL = """
-SELECT items, total, fetched_at FROM pgrag.web_cache
-WHERE query = %(query)s AND language = %(language)s AND recency_days = %(recency)s
-  AND fetched_at > now() - make_interval(secs => %(ttl)s)
-"""
-PUT_SQL = """
-INSERT INTO pgrag.web_cache (query, language, recency_days, items, total, fetched_at)
-VALUES (%(query)s, %(language)s, %(recency)s, %(items)s, %(total)s, now())
-ON CONFLICT (query, language, recency_days)
-DO UPDATE SET items = EXCLUDED.items, total = EXCLUDED.total, fetched_at = EXCLUDED.fetched_at
-RETURNING fetched_at
-"""
-PURGE_SQL = "DELETE FROM pgrag.web_cache WHERE fetched_at <= now() - make_interval(secs => %s)"
 
 
 class WebItem(BaseModel):
@@ -190,96 +175,77 @@ def _fresh(items: list[dict[str, Any]], recency_days: int | None) -> list[dict[s
     ]
 
 
-async def cached(
-    conn: psycopg.AsyncConnection, key: dict[str, Any], ttl: int
-) -> tuple[list[dict[str, Any]], int | None, datetime] | None:
-    if ttl <= 0:
-        return None
-    row = await (await conn.execute(GET_SQL, {**key, "ttl": ttl})).fetchone()
-    return (list(row[0]), row[1], row[2]) if row else None
-
-
-async def remember(
-    conn: psycopg.AsyncConnection,
-    key: dict[str, Any],
-    items: list[dict[str, Any]],
-    total: int | None,
-    ttl: int,
-) -> datetime:
-    await conn.execute(PURGE_SQL, (ttl,))
-    row = await (
-        await conn.execute(PUT_SQL, {**key, "items": Jsonb(items), "total": total})
-    ).fetchone()
-    return row[0]  # type: ignore[no-any-return]
+async def web_search(
+    query: Annotated[str, Field(min_length=1, max_length=1000, description="what to look up")],
+    ctx: Context[Any, Any],
+    max_results: Annotated[
+        int, Field(ge=1, le=MAX_RESULTS, description="results to return (default 5, max 20)")
+    ] = 5,
+    language: Annotated[
+        str | None, Field(max_length=20, description="e.g. zh-CN, en, de; default: any")
+    ] = None,
+    recency_days: Annotated[
+        int | None, Field(ge=1, le=3650, description="only results from the last N days")
+    ] = None,
+) -> Annotated[CallToolResult, Envelope[WebSearchData]]:
+    """Search the web for current information (through the operator's SearXNG) and get
+    titles, URLs, snippets, engines and publication dates to cite. Repeated queries are
+    answered from a cache for a while (`cached: true`). Not for the knowledge base: use
+    `search` for the documents. Errors: UPSTREAM_ERROR when SearXNG fails or times out;
+    FORBIDDEN when this server has no SearXNG configured."""
+    state = state_of(ctx)
+    s = state.settings
+    if not s.searxng_url:
+        raise PgragError(
+            "web search is not configured on this server: the operator must set "
+            "PGRAG_SEARXNG_URL to a SearXNG instance (with the json format enabled)",
+            code=ErrorCode.FORBIDDEN,
+            detail={"setting": "PGRAG_SEARXNG_URL"},
+        )
+    if not s.searxng_url.startswith(("http://", "https://")):
+        raise UpstreamError(
+            "PGRAG_SEARXNG_URL is not an http(s) URL: the operator must fix it",
+            detail={"setting": "PGRAG_SEARXNG_URL"},
+        )
+    text = " ".join(query.split())
+    if not text:
+        raise PgragError("query is blank", code=ErrorCode.INVALID_ARGUMENT)
+    lang = language.strip() if language and language.strip() else None
+    if lang and not LANGUAGE.match(lang):
+        raise PgragError(
+            f"language '{lang}' is not a language code: use e.g. zh-CN, en, de or all",
+            code=ErrorCode.INVALID_ARGUMENT,
+            detail={"field": "language"},
+        )
+    tr = time_range(recency_days)
+    key = {"query": text.lower(), "language": lang or "", "recency": recency_days or 0}
+    ttl = s.web_cache_ttl_s
+    async with state.pool.connection() as conn:
+        hit = await cached(conn, key, ttl)
+    if hit is not None:
+        items, total, fetched_at = hit
+    else:
+        payload = await fetch(s.searxng_url, text, lang, tr, s.web_timeout_s)
+        items, total = normalise(payload)
+        async with state.pool.connection() as conn:
+            fetched_at = await remember(conn, key, items, total, ttl)
+    chosen = _fresh(items, recency_days)[:max_results]
+    data = WebSearchData(
+        query=text,
+        items=[WebItem(rank=n, **i) for n, i in enumerate(chosen, start=1)],
+        cached=hit is not None,
+        fetched_at=fetched_at.isoformat(),
+        language=lang,
+        recency_days=recency_days,
+        time_range=tr,
+        total=total,
+    )
+    message = "WEB_SEARCH_COMPLETED" if chosen else "NO_RESULTS"
+    return Envelope[WebSearchData](data=data, status=Status(message=message))
 
 
 def register(server: MCPServer[Any]) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
-    @enveloped("web_search", timeout=SEARCH_TIMEOUT_S)
-    async def web_search(
-        query: Annotated[str, Field(min_length=1, max_length=1000, description="what to look up")],
-        ctx: Context[Any, Any],
-        max_results: Annotated[
-            int, Field(ge=1, le=MAX_RESULTS, description="results to return (default 5, max 20)")
-        ] = 5,
-        language: Annotated[
-            str | None, Field(max_length=20, description="e.g. zh-CN, en, de; default: any")
-        ] = None,
-        recency_days: Annotated[
-            int | None, Field(ge=1, le=3650, description="only results from the last N days")
-        ] = None,
-    ) -> Annotated[CallToolResult, Envelope[WebSearchData]]:
-        """Search the web for current information (through the operator's SearXNG) and get
-        titles, URLs, snippets, engines and publication dates to cite. Repeated queries are
-        answered from a cache for a while (`cached: true`). Not for the knowledge base: use
-        `search` for the documents. Errors: UPSTREAM_ERROR when SearXNG fails or times out;
-        FORBIDDEN when this server has no SearXNG configured."""
-        state = state_of(ctx)
-        s = state.settings
-        if not s.searxng_url:
-            raise PgragError(
-                "web search is not configured on this server: the operator must set "
-                "PGRAG_SEARXNG_URL to a SearXNG instance (with the json format enabled)",
-                code=ErrorCode.FORBIDDEN,
-                detail={"setting": "PGRAG_SEARXNG_URL"},
-            )
-        if not s.searxng_url.startswith(("http://", "https://")):
-            raise UpstreamError(
-                "PGRAG_SEARXNG_URL is not an http(s) URL: the operator must fix it",
-                detail={"setting": "PGRAG_SEARXNG_URL"},
-            )
-        text = " ".join(query.split())
-        if not text:
-            raise PgragError("query is blank", code=ErrorCode.INVALID_ARGUMENT)
-        lang = language.strip() if language and language.strip() else None
-        if lang and not LANGUAGE.match(lang):
-            raise PgragError(
-                f"language '{lang}' is not a language code: use e.g. zh-CN, en, de or all",
-                code=ErrorCode.INVALID_ARGUMENT,
-                detail={"field": "language"},
-            )
-        tr = time_range(recency_days)
-        key = {"query": text.lower(), "language": lang or "", "recency": recency_days or 0}
-        ttl = s.web_cache_ttl_s
-        async with state.pool.connection() as conn:
-            hit = await cached(conn, key, ttl)
-        if hit is not None:
-            items, total, fetched_at = hit
-        else:
-            payload = await fetch(s.searxng_url, text, lang, tr, s.web_timeout_s)
-            items, total = normalise(payload)
-            async with state.pool.connection() as conn:
-                fetched_at = await remember(conn, key, items, total, ttl)
-        chosen = _fresh(items, recency_days)[:max_results]
-        data = WebSearchData(
-            query=text,
-            items=[WebItem(rank=n, **i) for n, i in enumerate(chosen, start=1)],
-            cached=hit is not None,
-            fetched_at=fetched_at.isoformat(),
-            language=lang,
-            recency_days=recency_days,
-            time_range=tr,
-            total=total,
-        )
-        message = "WEB_SEARCH_COMPLETED" if chosen else "NO_RESULTS"
-        return Envelope[WebSearchData](data=data, status=Status(message=message))
+    """Publish web_search (read-only, but it reaches the outside world)."""
+    server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))(
+        enveloped("web_search", timeout=SEARCH_TIMEOUT_S)(web_search)
+    )

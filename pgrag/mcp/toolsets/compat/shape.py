@@ -1,0 +1,69 @@
+"""The compatibility answer shape: the tool's own payload as structuredContent and as JSON
+text (cut to the response cap); failures are `isError` results with LDIMS's error body
+`{isError, errorCode, errorMessage, errorDetails}` whose `errorCode` is pgrag's stable code."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+
+from pgrag.errors import PgragError
+from pgrag.mcp.app_state import tool_call
+from pgrag.mcp.envelope import MAX_RESPONSE_BYTES, MAX_RESPONSE_TOKENS, _shrink
+from pgrag.tokens import count_json_tokens
+
+Answer = tuple[CallToolResult, str]  # (the result, the audit outcome)
+
+
+def compat_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
+    """The payload as structuredContent and as JSON text, cut to the response cap."""
+    text = json.dumps(payload, ensure_ascii=False)
+    limit = 20_000
+    while (
+        count_json_tokens(text) > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES
+    ) and limit > 200:
+        payload = _shrink(payload, limit)
+        text = json.dumps(payload, ensure_ascii=False)
+        limit //= 2
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=payload,
+        is_error=is_error,
+    )
+
+
+def compat_error(exc: PgragError, trace_id: str) -> dict[str, Any]:
+    """LDIMS's error body carrying pgrag's stable code."""
+    return {
+        "isError": True,
+        "errorCode": str(exc.code),
+        "errorMessage": exc.message,
+        "errorDetails": {**exc.detail, "traceId": trace_id},
+    }
+
+
+class CompatShape:
+    """Bodies return the payload dict; the audit outcome is SUCCESS or the error code."""
+
+    def success(self, value: dict[str, Any], trace_id: str) -> Answer:
+        return compat_result(value), "SUCCESS"
+
+    def failure(self, error: PgragError, trace_id: str) -> Answer:
+        return compat_result(compat_error(error, trace_id), is_error=True), str(error.code)
+
+    def result(self, answer: Answer, started: float) -> tuple[CallToolResult, str, str]:
+        result, outcome = answer
+        return result, outcome, "ok" if outcome == "SUCCESS" else outcome
+
+
+COMPAT = CompatShape()
+
+
+def compat_tool(
+    tool: str, timeout: float
+) -> Callable[[Callable[..., Awaitable[dict[str, Any]]]], Callable[..., Awaitable[CallToolResult]]]:
+    """`tool_call` answering in the compatibility shape."""
+    return tool_call(tool, COMPAT, timeout)

@@ -1,0 +1,63 @@
+"""get_status: ingestion counts and failures, or one document's status and progress."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from pgrag.db.scope import scoped_connection
+from pgrag.jsonable import jsonable
+from pgrag.mcp.app_state import enveloped, scope_of, state_of
+from pgrag.mcp.envelope import Envelope
+from pgrag.mcp.schemas import StatusData
+from pgrag.mcp.toolsets.core.common import result
+from pgrag.services import documents as docs
+from pgrag.services.status import status_report
+
+MESSAGES = {"ready": "DOCUMENT_READY", "failed": "DOCUMENT_FAILED"}
+
+
+@enveloped("get_status")
+async def get_status(
+    ctx: Context[Any, Any],
+    document_id: Annotated[
+        str | None, Field(max_length=1000, description="omit for all documents")
+    ] = None,
+) -> result(StatusData):  # type: ignore[valid-type]
+    """Ingestion status: document counts by status (pending, processing, ready, failed)
+    with failures and their reasons, or one document's status and progress. Check it
+    before searching newly added files."""
+    state = state_of(ctx)
+    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
+        if document_id:
+            doc = await docs.resolve(conn, document_id, scope_of(ctx))
+            return Envelope[StatusData](data=_document_status(doc))
+        report = await status_report(conn, None, scope_of(ctx))
+    return Envelope[StatusData](
+        data=StatusData(
+            counts=report["counts"],
+            total=report["total"],
+            processing=jsonable(report["processing"]),
+            failed=jsonable(report["failed"]),
+            ocr=report["ocr"],
+        )
+    )
+
+
+def _document_status(doc: docs.DocumentRef) -> StatusData:
+    r = doc.row
+    return StatusData(
+        status=r["status"],
+        progress=r["progress"],
+        message=MESSAGES.get(r["status"], "DOCUMENT_PROCESSING"),
+        document={
+            "document_id": doc.id,
+            "path": r["path"],
+            "error_code": r["error_code"],
+            "error_detail": r["error_detail"],
+            "ingested": r["ingested_at"].isoformat() if r["ingested_at"] else None,
+            "ocr": r["ocr"],
+        },
+    )

@@ -1,0 +1,50 @@
+"""Output data of the write tools (the envelope's `data`); their input models are the
+service's (DocumentSource, DocumentPatch in services/saved.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pgrag.services.saved import DocumentSource
+
+
+class SavedData(BaseModel):
+    document_id: str
+    path: str
+    folder: str = Field(description="the folder under saved/, '' for the top")
+    title: str
+    chunks: int
+
+
+class UpdatedData(BaseModel):
+    updated: bool
+    document_id: str
+    path: str
+    chunks: int
+
+
+class DeletedData(BaseModel):
+    deleted: bool
+    document_id: str
+    path: str
+
+
+class SavedItem(BaseModel):
+    document_id: str
+    title: str | None
+    topic: str | None
+    path: str
+    folder: str
+    tags: list[str]
+    source: DocumentSource | None
+    metadata: dict[str, Any]
+    created_at: str | None
+    updated_at: str | None
+    preview: str
+    content: str | None = None
+
+
+class FoundData(BaseModel):
+    items: list[SavedItem]

@@ -1,0 +1,197 @@
+"""Reading a document's stored units: its text by section, its pages, sheet rows and slides.
+
+Everything comes from Postgres (units, sheet_rows, the cached outline); no file is re-read.
+Word-like files are stored as sections with their page starts, cut into pages here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import psycopg
+
+from pgrag.errors import InvalidArgument
+from pgrag.ingest.parsers.base import Unit, UnitKind
+from pgrag.ingest.parsers.docx import page_texts
+from pgrag.services import documents as docs
+from pgrag.services.ranges import parse_number_list
+from pgrag.store import pages as store
+from pgrag.store.rows import UnitRow
+
+PAGED_BY_SECTION = ("docx", "doc", "odt", "rtf")  # pages cut from sections at page starts
+SHEET_ROWS_PER_READ = 2000  # a page of rows never needs more (the token budget cuts first)
+HEADER_ROW = 1
+
+
+@dataclass(frozen=True)
+class PageSelection:
+    pages: list[tuple[int, str]]  # (page number, text) of the wanted pages
+    total: int  # pages of the whole document
+
+
+@dataclass(frozen=True)
+class SheetSlice:
+    """Rows of one sheet from `first_row` on, cut to the asked columns."""
+
+    sheet_name: str | None
+    headers: list[str]
+    rows: list[list[str]]
+    first_row: int
+    remaining: int  # rows of the asked range, counted from its first row
+    total_rows: int
+    columns: int
+    available_sheets: list[str]
+
+
+@dataclass(frozen=True)
+class Slide:
+    number: int
+    title: str | None
+    content: str
+    notes: str | None
+
+
+@dataclass(frozen=True)
+class SlideSelection:
+    slides: list[Slide]
+    total: int
+
+
+async def ready_document(
+    conn: psycopg.AsyncConnection, ref: str, scope: list[str] | None
+) -> docs.DocumentRef:
+    """The document the caller names, visible under its scope and fully ingested."""
+    doc = await docs.resolve(conn, ref, scope)
+    docs.require_ready(doc)
+    return doc
+
+
+async def section_texts(
+    conn: psycopg.AsyncConnection, doc_id: str, section: str | None
+) -> list[str]:
+    """Unit bodies in order; only the section titled `section` (any case) when given."""
+    units = await store.units(conn, doc_id)
+    if section is not None:
+        wanted = section.strip().lower()
+        units = [u for u in units if (u.title or "").strip().lower() == wanted]
+        if not units:
+            raise InvalidArgument(
+                f"no section '{section}' in this document: see get_document_outline",
+                detail={"field": "section"},
+            )
+    return [u.body for u in units]
+
+
+async def read_pages(
+    conn: psycopg.AsyncConnection, doc: docs.DocumentRef, page_range: str | None
+) -> PageSelection:
+    """The pages `page_range` names ('1-5,8'; all when omitted)."""
+    pages = _pages_of(doc, await store.units(conn, doc.id))
+    numbers = set(
+        parse_number_list(page_range, "page_range", max((p for p, _ in pages), default=0))
+    )
+    return PageSelection([(p, t) for p, t in pages if p in numbers], len(pages))
+
+
+def _pages_of(doc: docs.DocumentRef, units: list[UnitRow]) -> list[tuple[int, str]]:
+    """Pages: stored page units (pdf, txt), or docx sections cut at their page starts."""
+    pages = [(u.number, u.body) for u in units if u.kind == "page"]
+    if pages:
+        return pages
+    if doc.file_type in PAGED_BY_SECTION:
+        return page_texts(
+            [
+                Unit(
+                    kind=cast(UnitKind, u.kind),
+                    number=u.number,
+                    body=u.body,
+                    title=u.title,
+                    meta=u.meta or {},
+                )
+                for u in units
+            ]
+        )
+    raise InvalidArgument(
+        f"a .{doc.file_type} document has no pages: use get_document_data"
+        + (" or get_sheet_data" if any(u.kind == "sheet" for u in units) else "")
+        + (" or get_slides" if any(u.kind == "slide" for u in units) else ""),
+        detail={"file_type": doc.file_type},
+    )
+
+
+async def read_sheet(
+    conn: psycopg.AsyncConnection,
+    doc: docs.DocumentRef,
+    sheet_name: str | None,
+    bounds: tuple[int, int, int | None, int | None] | None,
+    offset: int,
+) -> SheetSlice:
+    """Rows of a sheet (the first when unnamed) within an A1 range's bounds (min_col,
+    min_row, max_col, max_row), from `offset` rows past the range's start. Without a
+    range the header row is left out of the rows (it is returned as `headers`)."""
+    sheets = await store.units(conn, doc.id, kind="sheet")
+    if not sheets:
+        raise InvalidArgument(
+            "this document has no sheets: use get_document_data or get_pages",
+            detail={"file_type": doc.file_type},
+        )
+    if doc.file_type in ("csv", "tsv") and sheet_name:
+        raise InvalidArgument(
+            "CSV_NO_SHEETS: CSV files don't have multiple sheets. Omit sheet_name.",
+            detail={"message": "CSV_NO_SHEETS"},
+        )
+    names = [s.title or "" for s in sheets]
+    sheet = (
+        sheets[0]
+        if sheet_name is None
+        else next((s for s in sheets if s.title == sheet_name), None)
+    )
+    if sheet is None:
+        raise InvalidArgument(
+            f"no sheet '{sheet_name}'; available: {', '.join(names)}",
+            detail={"available_sheets": names},
+        )
+    meta = sheet.meta or {}
+    total_rows, columns = int(meta.get("rows", 0)), int(meta.get("columns", 0))
+    min_col, min_row, max_col, max_row = bounds or (1, 1, None, None)
+    first = max(min_row, HEADER_ROW + 1) if bounds is None else min_row
+    last = min(max_row or total_rows, total_rows)
+    start = first + offset
+    rows = await store.sheet_rows(conn, sheet.id, start, min(last, start + SHEET_ROWS_PER_READ))
+    header = await store.sheet_rows(conn, sheet.id, HEADER_ROW, HEADER_ROW)
+    cut = slice(min_col - 1, max_col)
+    return SheetSlice(
+        sheet_name=sheet.title,
+        headers=list(header[0].cells)[cut] if header else [],
+        rows=[list(r.cells)[cut] for r in rows],
+        first_row=start,
+        remaining=max(0, last - first + 1),
+        total_rows=total_rows,
+        columns=columns,
+        available_sheets=names,
+    )
+
+
+async def read_slides(
+    conn: psycopg.AsyncConnection, doc: docs.DocumentRef, slide_numbers: str | None
+) -> SlideSelection:
+    """The slides `slide_numbers` names ('1-5,8'; all when omitted), with speaker notes."""
+    total = (await store.unit_counts(conn, doc.id)).get("slide", 0)
+    if not total:
+        raise InvalidArgument(
+            "this document has no slides: use get_pages or get_document_data",
+            detail={"file_type": doc.file_type},
+        )
+    numbers = parse_number_list(slide_numbers, "slide_numbers", total)
+    rows = await store.units(conn, doc.id, kind="slide", numbers=numbers)
+    slides = [
+        Slide(
+            number=r.number,
+            title=r.title,
+            content=(r.meta or {}).get("body_text", r.body),
+            notes=(r.meta or {}).get("notes") or None,
+        )
+        for r in rows
+    ]
+    return SlideSelection(slides, total)

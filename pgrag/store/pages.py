@@ -1,0 +1,49 @@
+"""SQL reading a document's stored units (pages, sheets, slides, sections) and sheet rows."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import class_row
+
+from pgrag.store.rows import SheetRow, UnitRow
+
+UNITS_SQL = """
+SELECT id, kind, number, title, body, meta FROM pgrag.units
+WHERE document_id = %(doc)s::uuid AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+  AND (%(numbers)s::int[] IS NULL OR number = ANY(%(numbers)s::int[]))
+ORDER BY kind, number
+"""
+
+UNIT_COUNT_SQL = "SELECT kind, count(*) FROM pgrag.units WHERE document_id = %s::uuid GROUP BY kind"
+
+SHEET_ROWS_SQL = """
+SELECT row_number, cells FROM pgrag.sheet_rows
+WHERE unit_id = %(unit)s AND row_number BETWEEN %(lo)s AND %(hi)s
+ORDER BY row_number
+"""
+
+
+async def units(
+    conn: psycopg.AsyncConnection,
+    doc_id: str,
+    kind: str | None = None,
+    numbers: list[int] | None = None,
+) -> list[UnitRow]:
+    """The document's units ordered by kind and number, optionally of one kind and numbers."""
+    async with conn.cursor(row_factory=class_row(UnitRow)) as cur:
+        await cur.execute(UNITS_SQL, {"doc": doc_id, "kind": kind, "numbers": numbers})
+        return await cur.fetchall()
+
+
+async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, int]:
+    """How many units of each kind the document has (e.g. {'slide': 12})."""
+    return dict(await (await conn.execute(UNIT_COUNT_SQL, (doc_id,))).fetchall())
+
+
+async def sheet_rows(
+    conn: psycopg.AsyncConnection, unit_id: int, lo: int, hi: int
+) -> list[SheetRow]:
+    """Rows lo..hi (1-based, inclusive) of one sheet unit."""
+    async with conn.cursor(row_factory=class_row(SheetRow)) as cur:
+        await cur.execute(SHEET_ROWS_SQL, {"unit": unit_id, "lo": lo, "hi": hi})
+        return await cur.fetchall()

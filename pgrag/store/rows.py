@@ -1,0 +1,114 @@
+"""Typed rows read from Postgres (psycopg `class_row` / `args_row`), shared by store, search
+and services, so callers read fields by name instead of tuple positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+# ---- search -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    """One row of a ranking query (search/sql.py: hybrid, documents, regex). The four queries
+    name some columns differently (best_chunk_id, total_documents, unnamed NULLs), so this row
+    is read by position with `args_row`; the field order is the SELECT order."""
+
+    rank: int
+    chunk_id: int  # the best chunk of a document for scope=documents
+    document_id: UUID
+    lexical_rank: int | None
+    lexical_score: float | None
+    semantic_rank: int | None
+    semantic_score: float | None
+    fused_score: float | None
+    total: int  # total_candidates, or total_documents for scope=documents
+    regex_matches: int | None
+    chunk_ids: list[int] | None  # scope=documents: the document's best chunks
+
+
+@dataclass(frozen=True)
+class ChunkDetail:
+    """A hit chunk with its document and a window of its unit's text (CHUNK_DETAILS_SQL)."""
+
+    id: int
+    document_id: str
+    name: str
+    path: str
+    file_type: str
+    title: str | None
+    author: str | None
+    modified_at: datetime | None
+    outline: dict[str, Any] | None
+    content: str
+    char_start: int
+    char_end: int
+    page: int | None
+    section: str | None
+    sheet: str | None
+    row_start: int | None
+    row_end: int | None
+    slide: int | None
+    heading: str | None
+    base: int  # where `window` starts in the unit's text
+    window: str | None  # None when the chunk has no unit
+    body_len: int | None
+    lang: str | None
+
+
+# ---- pages, sheets, slides ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitRow:
+    """A stored page, sheet, slide or section of a document (pgrag.units)."""
+
+    id: int
+    kind: str
+    number: int
+    title: str | None
+    body: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SheetRow:
+    """One spreadsheet row as displayed (pgrag.sheet_rows); row 1 is the header row."""
+
+    row_number: int
+    cells: list[str]
+
+
+# ---- saved documents ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockedSaved:
+    """A document row locked for a change by the write tools."""
+
+    id: UUID
+    source: str
+    title: str | None
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime | None
+    collection_id: int
+
+
+@dataclass(frozen=True)
+class SavedRow:
+    """A saved document as find_documents lists it, with its whole text."""
+
+    document_id: str
+    title: str | None
+    path: str
+    folder: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime | None
+    modified_at: datetime | None
+    collection: str
+    content: str | None

@@ -1,0 +1,112 @@
+"""SQL of saved documents (documents with source = 'saved', written by the write tools)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from pgrag.store.rows import LockedSaved, SavedRow
+
+INSERT_SQL = """
+INSERT INTO pgrag.documents (id, collection_id, path, folder, name, file_type, source, status,
+                             tags, metadata)
+VALUES (%(id)s, %(cid)s, %(path)s, %(folder)s, %(name)s, 'md', 'saved', 'processing',
+        %(tags)s, %(metadata)s)
+"""
+LOCK_SQL = """
+SELECT id, source, title, tags, metadata, created_at, collection_id
+FROM pgrag.documents WHERE id = %s FOR UPDATE
+"""
+MOVE_SQL = """
+UPDATE pgrag.documents SET path = %(path)s, folder = %(folder)s, name = %(name)s,
+       tags = %(tags)s
+ WHERE id = %(id)s
+"""
+DELETE_SQL = "DELETE FROM pgrag.documents WHERE id = %s AND source = 'saved' RETURNING path"
+
+FIND_SQL = """
+SELECT d.id::text AS document_id, d.title, d.path, d.folder, d.tags, d.metadata,
+       d.created_at, d.modified_at, c.name AS collection,
+       (SELECT string_agg(u.body, E'\\n\\n' ORDER BY u.number)
+          FROM pgrag.units u WHERE u.document_id = d.id AND u.body <> '') AS content
+FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE d.source = 'saved'
+  AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+  AND (%(topic)s::text IS NULL
+       OR d.title ILIKE %(topic)s ESCAPE '\\' OR d.metadata ->> 'topic' ILIKE %(topic)s ESCAPE '\\')
+  AND (%(tags)s::text[] IS NULL OR d.tags && %(tags)s::text[])
+ORDER BY d.created_at DESC, d.id
+LIMIT %(limit)s
+"""
+
+
+async def insert(
+    conn: psycopg.AsyncConnection,
+    *,
+    doc_id: UUID,
+    collection_id: int,
+    path: str,
+    folder: str,
+    name: str,
+    tags: list[str],
+    metadata: dict[str, Any],
+) -> None:
+    """A new saved document, `processing` until its first version is written."""
+    await conn.execute(
+        INSERT_SQL,
+        {
+            "id": doc_id,
+            "cid": collection_id,
+            "path": path,
+            "folder": folder,
+            "name": name,
+            "tags": tags,
+            "metadata": Jsonb(metadata),
+        },
+    )
+
+
+async def lock(conn: psycopg.AsyncConnection, doc_id: str) -> LockedSaved | None:
+    """The document row, locked for the caller's transaction; None when it is gone."""
+    async with conn.cursor(row_factory=class_row(LockedSaved)) as cur:
+        await cur.execute(LOCK_SQL, (doc_id,))
+        return await cur.fetchone()
+
+
+async def move(
+    conn: psycopg.AsyncConnection,
+    *,
+    doc_id: UUID,
+    path: str,
+    folder: str,
+    name: str,
+    tags: list[str],
+) -> None:
+    """New path (its title or folder changed) and tags."""
+    await conn.execute(
+        MOVE_SQL, {"id": doc_id, "path": path, "folder": folder, "name": name, "tags": tags}
+    )
+
+
+async def delete(conn: psycopg.AsyncConnection, doc_id: str) -> bool:
+    """Delete a saved document (never an ingested file); False when nothing was deleted."""
+    return await (await conn.execute(DELETE_SQL, (doc_id,))).fetchone() is not None
+
+
+async def find(
+    conn: psycopg.AsyncConnection,
+    scope: list[str] | None,
+    *,
+    topic: str | None,
+    tags: list[str] | None,
+    limit: int,
+) -> list[SavedRow]:
+    """Saved documents, newest first, whose title or topic matches the ILIKE pattern `topic`
+    and that have any of `tags` (None: no condition)."""
+    async with conn.cursor(row_factory=class_row(SavedRow)) as cur:
+        await cur.execute(FIND_SQL, {"scope": scope, "topic": topic, "tags": tags, "limit": limit})
+        return await cur.fetchall()
