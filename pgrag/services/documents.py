@@ -1,6 +1,6 @@
 """Stored documents as the transports see them: resolving a reference (ambiguous names
-answer with candidates), readiness, folders, listings, metadata, text, chunks, units,
-sheet rows; and deletion. The SQL is in store/catalog.py and store/documents.py.
+answer with candidates), readiness, folders, listings, metadata, text, chunks; and
+deletion. The SQL is in store/catalog.py, store/pages.py and store/documents.py.
 `scope` is the list of collections the caller may see (None = all).
 """
 
@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
-from pgrag.store import catalog
+from pgrag.store import catalog, pages
 from pgrag.store import documents as store
 
 
@@ -100,34 +100,15 @@ async def list_documents(
     )
 
 
-async def units(
-    conn: psycopg.AsyncConnection,
-    doc_id: str,
-    kind: str | None = None,
-    numbers: list[int] | None = None,
-) -> list[dict[str, Any]]:
-    return await catalog.units(conn, doc_id, kind, numbers)
-
-
 async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
     """The whole extracted text: unit bodies in order (what resources and REST return)."""
-    return "\n\n".join(u["body"] for u in await units(conn, doc_id) if u["body"])
-
-
-async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, int]:
-    return {c.kind: c.count for c in await catalog.unit_counts(conn, doc_id)}
+    return "\n\n".join(u.body for u in await pages.units(conn, doc_id) if u.body)
 
 
 async def chunks(
     conn: psycopg.AsyncConnection, doc_id: str, after: int, limit: int
 ) -> list[dict[str, Any]]:
     return await catalog.chunks(conn, doc_id, after, limit)
-
-
-async def sheet_rows(
-    conn: psycopg.AsyncConnection, unit_id: int, lo: int, hi: int
-) -> list[tuple[int, list[str]]]:
-    return [(r.row_number, list(r.cells)) for r in await catalog.sheet_rows(conn, unit_id, lo, hi)]
 
 
 def metadata(doc: DocumentRef) -> dict[str, Any]:

@@ -1,15 +1,14 @@
-"""Reading the catalogue of stored documents: resolving a reference, folders, listings,
-units, chunks and sheet rows. Everything comes from Postgres (units, sheet_rows, the cached
-outline): no file is re-read. `scope` is the collections the caller may see (None = all);
-row-level security enforces it again on scoped connections."""
+"""Reading the catalogue of stored documents: resolving a reference, folders, listings and
+chunks (units and sheet rows are read by store/pages.py). Everything comes from Postgres: no
+file is re-read. `scope` is the collections the caller may see (None = all); row-level
+security enforces it again on scoped connections."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 
 RESOLVE_SQL = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
@@ -44,14 +43,6 @@ ORDER BY d.path
 OFFSET %(offset)s LIMIT %(limit)s
 """
 
-UNITS_SQL = """
-SELECT id, kind, number, title, body, meta FROM pgrag.units
-WHERE document_id = %(doc)s::uuid AND (%(kind)s::text IS NULL OR kind = %(kind)s)
-  AND (%(numbers)s::int[] IS NULL OR number = ANY(%(numbers)s::int[]))
-ORDER BY kind, number
-"""
-
-UNIT_COUNT_SQL = "SELECT kind, count(*) FROM pgrag.units WHERE document_id = %s::uuid GROUP BY kind"
 
 CHUNKS_SQL = """
 SELECT id AS chunk_id, ordinal, content, token_count, page, section, sheet, row_start, row_end,
@@ -59,24 +50,6 @@ SELECT id AS chunk_id, ordinal, content, token_count, page, section, sheet, row_
 FROM pgrag.chunks WHERE document_id = %(doc)s::uuid AND ordinal > %(after)s
 ORDER BY ordinal LIMIT %(limit)s
 """
-
-SHEET_ROWS_SQL = """
-SELECT row_number, cells FROM pgrag.sheet_rows
-WHERE unit_id = %(unit)s AND row_number BETWEEN %(lo)s AND %(hi)s
-ORDER BY row_number
-"""
-
-
-@dataclass(frozen=True)
-class UnitCount:
-    kind: str
-    count: int
-
-
-@dataclass(frozen=True)
-class SheetRow:
-    row_number: int
-    cells: list[str]
 
 
 async def resolve_candidates(
@@ -121,31 +94,9 @@ async def documents(
         return await cur.fetchall()
 
 
-async def units(
-    conn: psycopg.AsyncConnection, doc_id: str, kind: str | None, numbers: list[int] | None
-) -> list[dict[str, Any]]:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(UNITS_SQL, {"doc": doc_id, "kind": kind, "numbers": numbers})
-        return await cur.fetchall()
-
-
-async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> list[UnitCount]:
-    async with conn.cursor(row_factory=class_row(UnitCount)) as cur:
-        await cur.execute(UNIT_COUNT_SQL, (doc_id,))
-        return await cur.fetchall()
-
-
 async def chunks(
     conn: psycopg.AsyncConnection, doc_id: str, after: int, limit: int
 ) -> list[dict[str, Any]]:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(CHUNKS_SQL, {"doc": doc_id, "after": after, "limit": limit})
-        return await cur.fetchall()
-
-
-async def sheet_rows(
-    conn: psycopg.AsyncConnection, unit_id: int, lo: int, hi: int
-) -> list[SheetRow]:
-    async with conn.cursor(row_factory=class_row(SheetRow)) as cur:
-        await cur.execute(SHEET_ROWS_SQL, {"unit": unit_id, "lo": lo, "hi": hi})
         return await cur.fetchall()
