@@ -156,7 +156,8 @@ def load_avg() -> list[float]:
 async def measure(folder: Path, dsn: str, model: str, files: int) -> dict[str, Any]:
     from pgrag.db.database import open_database
     from pgrag.embeddings import make_provider
-    from pgrag.ingest.pipeline import Ingestor, Outcome
+    from pgrag.ingest.pipeline import Outcome
+    from pgrag.services.ingestion import make_ingestor
     from pgrag.settings import load_settings
 
     settings = load_settings(embedding_model=model)
@@ -164,12 +165,11 @@ async def measure(folder: Path, dsn: str, model: str, files: int) -> dict[str, A
     await provider.embed_query("warm-up: load the model before the clock starts")
     recording = RecordingProvider(provider)
     async with open_database(settings, dsn=dsn) as db:
-        ingestor = Ingestor(
+        ingestor = make_ingestor(
+            settings,
             db.pool,
             recording,  # type: ignore[arg-type]
             collection="bench",
-            chunk_tokens=settings.chunk_tokens,
-            chunk_overlap=settings.chunk_overlap,
         )
         await ingestor.collection()
         started = time.perf_counter()

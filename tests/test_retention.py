@@ -8,7 +8,8 @@ import psycopg
 import pytest
 
 from pgrag.db.database import open_database
-from pgrag.mcp.server import open_app_state
+from pgrag.mcp.notify import running_relay
+from pgrag.services.context import open_context
 from pgrag.services.retention import prune_logs
 from pgrag.settings import load_settings
 
@@ -57,7 +58,7 @@ async def test_zero_days_keeps_everything(dsn: str) -> None:
 async def test_the_server_prunes_when_it_starts(dsn: str) -> None:
     seed(dsn, [10, 3])
     settings = load_settings(database_url=dsn, log_retention_days=7)
-    async with open_app_state(settings):
+    async with open_context(settings, relay=running_relay):
         for _ in range(200):  # the pruning task runs in the background: bounded wait
             if remaining(dsn) == (["q3"], ["tool3"]):
                 break

@@ -11,8 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pgrag.cli.app import cli, run, state
-from pgrag.ingest.pipeline import IngestEvent, Ingestor, IngestSummary, Outcome
+from pgrag.ingest.pipeline import IngestEvent, IngestSummary, Outcome
 from pgrag.runtime import open_runtime
+from pgrag.services.ingestion import make_ingestor
 from pgrag.services.status import status_report
 
 out = Console()
@@ -82,17 +83,7 @@ def ingest(
                     ):
                         bar.advance(task)
 
-                from pgrag.ingest.ocr import OcrOptions
-
-                ingestor = Ingestor(
-                    rt.db.pool,
-                    rt.provider,
-                    collection=settings.collection,
-                    chunk_tokens=settings.chunk_tokens,
-                    chunk_overlap=settings.chunk_overlap,
-                    ocr=OcrOptions.from_settings(settings),
-                    reporter=report,
-                )
+                ingestor = make_ingestor(settings, rt.db.pool, rt.provider, reporter=report)
                 summary = await ingestor.run(list(paths))
             print_summary(summary)
             if watch:

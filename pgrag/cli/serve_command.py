@@ -49,6 +49,8 @@ def serve(
     keys = parse_api_keys(settings.api_keys) if transport == "http" else []
     dsn = run(lambda: _preflight(settings, scoped=any(k.collections is not None for k in keys)))
     database = _describe_database(settings, dsn)
+    from pgrag.services.context import read_only
+
     try:
         if transport == "stdio":
             from pgrag.mcp.server import build_server
@@ -57,7 +59,7 @@ def serve(
             _settle_heap()
             _say(
                 "MCP over stdio (JSON-RPC on stdin/stdout)",
-                _modes(settings, read_only=bool(settings.read_only), keys=None),
+                _modes(settings, read_only=read_only(settings, remote=False), keys=None),
                 f"database: {database}",
             )
             from pgrag.cli.stdio import run_stdio
@@ -72,11 +74,7 @@ def serve(
         _announce_when_started(
             app,
             f"listening on {url} (MCP Streamable HTTP {url}/mcp, SSE /sse, REST /api)",
-            _modes(
-                settings,
-                read_only=True if settings.read_only is None else settings.read_only,
-                keys=keys,
-            ),
+            _modes(settings, read_only=read_only(settings, remote=True), keys=keys),
             f"database: {database}",
         )
         _settle_heap()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgrag.http.jsonrpc import send_error
-from pgrag.mcp.auth import set_identity
+from pgrag.services.identity import set_identity
 
 OPEN_PATHS = {"/healthz"}
 MCP_PATHS = {"/mcp", "/sse"}

@@ -117,7 +117,7 @@ class Ingestor:
         collection: str = "default",
         chunk_tokens: int = 350,
         chunk_overlap: int = 40,
-        reporter: Reporter = _quiet,
+        reporter: Reporter | None = None,
         ocr: OcrOptions | None = None,
     ) -> None:
         self.pool = pool
@@ -130,7 +130,7 @@ class Ingestor:
         self.collection_name = collection
         self.chunk_tokens = chunk_tokens
         self.chunk_overlap = chunk_overlap
-        self.report = metrics.counting_reporter(reporter)
+        self.report = metrics.counting_reporter(reporter or _quiet)
         self._collection: Collection | None = None
 
     async def collection(self) -> Collection:

@@ -1,5 +1,6 @@
-"""What every tool call can reach: pool, provider, services, settings; and the wrapper that
-turns a tool body into an enveloped, audited, time-limited call."""
+"""What is MCP-specific about a tool call: the context a tool's `ctx` carries, and the
+wrapper that turns a tool body into an enveloped, audited, time-limited call. The context
+itself, the read-only rule and the time limits live in pgrag/services/context.py."""
 
 from __future__ import annotations
 
@@ -8,23 +9,20 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import DatabaseError, ErrorCode, Forbidden, InvalidArgument, PgragError
+from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
-from pgrag.mcp.notify import ChangeRelay
 from pgrag.metrics import count_tool_call
-from pgrag.paging import ContinuationCodec
-from pgrag.search.engine import SearchService
-from pgrag.settings import Settings
+from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
+from pgrag.services.identity import current_caller, current_scope
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -32,8 +30,6 @@ V = TypeVar("V")
 V_in = TypeVar("V_in", contravariant=True)
 A = TypeVar("A")
 
-DEFAULT_TIMEOUT_S = 5.0
-SEARCH_TIMEOUT_S = 10.0
 AUDIT_SQL = """
 INSERT INTO pgrag.audit_log (tool, arguments, caller, duration_ms, outcome, trace_id)
 VALUES (%s, %s, %s, %s, %s, %s)
@@ -41,44 +37,27 @@ VALUES (%s, %s, %s, %s, %s, %s)
 ELIDE_KEYS = {"content", "text", "patch", "data"}
 
 
-@dataclass
-class AppState:
-    settings: Settings
-    pool: AsyncConnectionPool
-    provider: EmbeddingProvider
-    search: SearchService
-    codec: ContinuationCodec
-    relay: ChangeRelay = field(default_factory=ChangeRelay)
-
-
-def state_of(ctx: Context[Any, Any]) -> AppState:
+def state_of(ctx: Context[Any, Any]) -> AppContext:
     return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
 
 
 def scope_of(ctx: Context[Any, Any]) -> list[str] | None:
     """Collections the caller may read (None = all). Set by the HTTP auth layer."""
-    from pgrag.mcp.auth import current_scope
-
     return current_scope()
 
 
 def caller_of(ctx: Context[Any, Any]) -> str:
-    from pgrag.mcp.auth import current_caller
-
     return current_caller()
 
 
-def require_writable(state: AppState, ctx: Context[Any, Any] | None = None) -> None:
+def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) -> None:
     """Refuse a write tool on a read-only server (SPEC §2 PGRAG_READ_ONLY, §7).
 
-    An explicit setting wins. Unset (None) means writable for stdio / in-process callers and
-    read-only over HTTP: a call arrived over HTTP when the transport attached its request to
-    the context or the HTTP auth layer named the caller (stdio callers are "local")."""
-    read_only = state.settings.read_only
-    if read_only is None:
-        request = getattr(getattr(ctx, "request_context", None), "request", None)
-        read_only = request is not None or caller_of(ctx) != "local"  # type: ignore[arg-type]
-    if read_only:
+    The call is remote when the transport attached its HTTP request to the context or the
+    HTTP auth layer named the caller (stdio callers are "local"); the rule is read_only's."""
+    request = getattr(getattr(ctx, "request_context", None), "request", None)
+    remote = request is not None or caller_of(ctx) != "local"  # type: ignore[arg-type]
+    if read_only(state.settings, remote=remote):
         raise Forbidden(
             "this server is read-only: write tools are refused. Start it with "
             "PGRAG_READ_ONLY=false (or --read-only false) to allow changes"
@@ -114,7 +93,7 @@ def _elide(args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _audit(
-    state: AppState,
+    state: AppContext,
     tool: str,
     args: dict[str, Any],
     caller: str,
@@ -215,7 +194,7 @@ def tool_call(
             await _audit(
                 state_of(ctx),
                 tool,
-                _jsonable({k: v for k, v in kwargs.items() if k != "ctx"}),
+                jsonable({k: v for k, v in kwargs.items() if k != "ctx"}),
                 caller_of(ctx),
                 round((time.perf_counter() - started) * 1000, 2),
                 outcome,
@@ -233,15 +212,3 @@ def enveloped(
 ) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
     """`tool_call` answering in pgrag's envelope."""
     return tool_call(tool, ENVELOPE, timeout)
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
-from pgrag.mcp.app_state import AppState, scope_of, state_of
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.envelope import (
     MAX_RESPONSE_TOKENS,
     Continuation,
@@ -20,6 +20,7 @@ from pgrag.mcp.envelope import (
     page_status,
 )
 from pgrag.paging import fingerprint, fit_to_budget, item_tokens
+from pgrag.services.context import AppContext
 from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
@@ -60,7 +61,7 @@ class PagedCall:
     """The continuation token is bound to the tool, its arguments and the key's scope (the
     fingerprint), so a token only continues the request that produced it."""
 
-    state: AppState
+    state: AppContext
     tool: str
     fp: str
     offset: int

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,13 @@ from mcp.types import (
 
 from pgrag import __version__
 from pgrag.errors import ErrorCode, InvalidArgument
-from pgrag.mcp.app_state import AppState
-from pgrag.mcp.auth import current_scope
 from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.output_schema import compact_schema
 from pgrag.mcp.resources import list_document_resources, register_resources
 from pgrag.mcp.toolsets import register_toolsets
-from pgrag.paging import ContinuationCodec
-from pgrag.runtime import open_runtime
-from pgrag.search import sql as search_sql
-from pgrag.search.engine import SearchService
-from pgrag.services.retention import prune_periodically
+from pgrag.services.context import AppContext, SharedContext, open_context
+from pgrag.services.identity import current_scope
 from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,7 +45,7 @@ INSTRUCTIONS = (
 )
 
 
-class PgragServer(MCPServer[AppState]):
+class PgragServer(MCPServer[AppContext]):
     """MCPServer with pgrag's error envelope for rejected arguments and database-backed
     resource listing."""
 
@@ -178,100 +172,20 @@ def _error_result(exc: InvalidArgument, started: float) -> CallToolResult:
     return to_result(error_envelope(exc, trace), started)
 
 
-@contextlib.asynccontextmanager
-async def open_app_state(
-    settings: Settings, watch: list[Path] | None = None
-) -> AsyncIterator[AppState]:
-    """Pool, provider, services, the change relay and (serve --watch) the watcher."""
-    async with contextlib.AsyncExitStack() as stack:
-        rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
-        relay = await stack.enter_async_context(running_relay(rt.db.dsn))
-        async with rt.db.pool.connection() as conn:
-            secret = (await (await conn.execute(search_sql.SECRET_SQL)).fetchone())[0]
-        service = SearchService(
-            rt.db.pool,
-            rt.provider,
-            max_snippets=settings.search_max_snippets,
-            snippet_summary=settings.return_snippet_summary,
-            default_content_mode=settings.default_content_mode,
-        )
-        state = AppState(
-            settings=settings,
-            pool=rt.db.pool,
-            provider=rt.provider,
-            search=service,
-            codec=ContinuationCodec(secret.encode()),
-            relay=relay,
-        )
-        if watch:
-            await stack.enter_async_context(_watching(state, watch))
-        if settings.log_retention_days > 0:
-            await stack.enter_async_context(
-                _background(prune_periodically(rt.db.pool, settings.log_retention_days))
-            )
-        yield state
-
-
-@contextlib.asynccontextmanager
-async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    """Run `job` while the server runs; cancel it on the way out."""
-    task = asyncio.create_task(job)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-@contextlib.asynccontextmanager
-async def _watching(state: AppState, paths: list[Path]) -> AsyncIterator[None]:
-    """`pgrag serve --watch`: ingest and follow changes inside the server process (the
-    watcher's first scan is the initial ingest: nothing changed meanwhile is missed)."""
-    from pgrag.ingest.ocr import OcrOptions
-    from pgrag.ingest.pipeline import Ingestor
-    from pgrag.ingest.watch import watch_and_ingest
-
-    s = state.settings
-    ingestor = Ingestor(
-        state.pool,
-        state.provider,
-        collection=s.collection,
-        chunk_tokens=s.chunk_tokens,
-        chunk_overlap=s.chunk_overlap,
-        ocr=OcrOptions.from_settings(s),
-    )
-
-    async def run() -> None:
-        try:
-            await watch_and_ingest(ingestor, paths)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("watching %s failed", paths)
-
-    async with _background(run()):
-        yield
-
-
-class SharedState:
-    """The AppState the HTTP app opened, so MCP sessions and REST routes share one pool."""
-
-    state: AppState | None = None
-
-
 def build_server(
-    settings: Settings, *, shared: SharedState | None = None, watch: list[Path] | None = None
+    settings: Settings, *, shared: SharedContext | None = None, watch: list[Path] | None = None
 ) -> PgragServer:
+    """The MCP server; with `shared`, its sessions use the context the HTTP app opened."""
+
     @contextlib.asynccontextmanager
-    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState]:
-        if shared is not None and shared.state is not None:
-            shared.state.relay.bus = server._subscriptions
-            yield shared.state
+    async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+        if shared is not None and shared.context is not None:
+            shared.context.relay.bus = server._subscriptions
+            yield shared.context
             return
-        async with open_app_state(settings, watch) as state:
-            state.relay.bus = server._subscriptions
-            yield state
+        async with open_context(settings, relay=running_relay, watch=watch) as context:
+            context.relay.bus = server._subscriptions
+            yield context
 
     server = PgragServer(
         "pgrag",

@@ -25,8 +25,8 @@ from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
 from pgrag.ingest.parsers.base import ParsedDocument
-from pgrag.ingest.pipeline import Ingestor
 from pgrag.services import documents as docs
+from pgrag.services.ingestion import make_ingestor
 from pgrag.services.saved_content import (
     check_content,
     check_metadata,
@@ -248,9 +248,7 @@ class SavedDocuments:
         return [_note(r, include_content) for r in rows]
 
     async def _collection(self) -> Collection:
-        return await Ingestor(
-            self.pool, self.provider, collection=self.settings.collection
-        ).collection()
+        return await make_ingestor(self.settings, self.pool, self.provider).collection()
 
     async def _resolve(self, ref: str) -> docs.DocumentRef:
         """Find the document under row-level security, not only by the WHERE of the lookup:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import numpy as np
@@ -12,9 +13,42 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
-from pgrag.ingest.chunking import ChunkDraft
-from pgrag.ingest.parsers.base import Unit
 from pgrag.language import detect_language
+
+
+class UnitIn(Protocol):
+    """A unit (page, section, sheet, slide) as written: what ingestion's parsers produce.
+    A protocol (read-only attributes), so that the store depends on no ingestion module."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
+    @property
+    def rows(self) -> list[list[str]] | None: ...
+
+
+class ChunkDraftIn(Protocol):
+    """A chunk's text and position in its unit, as the chunker cuts it."""
+
+    @property
+    def content(self) -> str: ...
+    @property
+    def token_count(self) -> int: ...
+    @property
+    def char_start(self) -> int | None: ...
+    @property
+    def char_end(self) -> int | None: ...
+    @property
+    def row_start(self) -> int | None: ...
+    @property
+    def row_end(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +78,7 @@ class DocumentFields:
 @dataclass
 class ChunkRow:
     unit_index: int  # index into the version's units
-    draft: ChunkDraft
+    draft: ChunkDraftIn
     heading: str | None
     content_hash: bytes
     page: int | None = None
@@ -146,6 +180,8 @@ WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NO
 RETURNING path
 """
 
+DELETE_DOCUMENT_SQL = "DELETE FROM pgrag.documents WHERE id = %s::uuid"
+
 
 async def known_documents(
     conn: psycopg.AsyncConnection, collection_id: int, paths: list[str]
@@ -170,7 +206,10 @@ async def mark_processing(
             },
         )
     ).fetchone()
-    return row[0]
+    if row is None:  # an upsert with RETURNING always answers a row
+        raise PgragError("the document row was not written", code=ErrorCode.INTERNAL)
+    document_id: UUID = row[0]
+    return document_id
 
 
 async def set_progress(conn: psycopg.AsyncConnection, document_id: UUID, percent: float) -> None:
@@ -207,7 +246,7 @@ async def write_version(
     collection_id: int,
     set_id: int,
     fields: DocumentFields,
-    units: list[Unit],
+    units: Sequence[UnitIn],
     chunks: list[ChunkRow],
     vectors: np.ndarray,
 ) -> bool:
@@ -218,57 +257,16 @@ async def write_version(
     async with conn.transaction():
         if await (await conn.execute(LOCK_SQL, (document_id,))).fetchone() is None:
             return False
-        active = (await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone())[0]
+        row = await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone()
+        active = row[0] if row is not None else None
         if active != set_id:
             raise EmbeddingSetChanged(active)
         await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
         await conn.execute(DELETE_UNITS_SQL, (document_id,))
-        unit_ids: list[int] = []
-        if units:
-            cur = await conn.execute(
-                INSERT_UNITS_SQL,
-                (
-                    document_id,
-                    [u.kind for u in units],
-                    [u.number for u in units],
-                    [u.title for u in units],
-                    [u.body for u in units],
-                    [Jsonb(u.meta) for u in units],
-                ),
-            )
-            by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
-            unit_ids = [by_key[(u.kind, u.number)] for u in units]
-        sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
-        if sheet_units:
-            async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
-                for uid, u in sheet_units:
-                    for n, cells in enumerate(u.rows or [], start=1):
-                        await copy.write_row((uid, n, cells))
+        unit_ids = await _insert_units(conn, document_id, units)
+        await _copy_sheet_rows(conn, unit_ids, units)
         if chunks:
-            cur = await conn.execute(
-                INSERT_CHUNKS_SQL,
-                (
-                    document_id,
-                    collection_id,
-                    [unit_ids[c.unit_index] for c in chunks],
-                    list(range(1, len(chunks) + 1)),
-                    [c.heading for c in chunks],
-                    [c.draft.content for c in chunks],
-                    [c.content_hash for c in chunks],
-                    [c.draft.token_count for c in chunks],
-                    [c.draft.char_start for c in chunks],
-                    [c.draft.char_end for c in chunks],
-                    [c.page for c in chunks],
-                    [c.section for c in chunks],
-                    [c.sheet for c in chunks],
-                    [c.draft.row_start for c in chunks],
-                    [c.draft.row_end for c in chunks],
-                    [c.slide for c in chunks],
-                    [detect_language(c.draft.content) for c in chunks],
-                ),
-            )
-            by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
-            chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+            chunk_ids = await _insert_chunks(conn, document_id, collection_id, unit_ids, chunks)
             await conn.execute(INSERT_EMBEDDINGS_SQL, (set_id, chunk_ids, list(vectors)))
         await conn.execute(
             FINISH_SQL,
@@ -290,11 +288,84 @@ async def write_version(
     return True
 
 
+async def _insert_units(
+    conn: psycopg.AsyncConnection, document_id: UUID, units: Sequence[UnitIn]
+) -> list[int]:
+    """The units' ids, in the order of `units`."""
+    if not units:
+        return []
+    cur = await conn.execute(
+        INSERT_UNITS_SQL,
+        (
+            document_id,
+            [u.kind for u in units],
+            [u.number for u in units],
+            [u.title for u in units],
+            [u.body for u in units],
+            [Jsonb(u.meta) for u in units],
+        ),
+    )
+    by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
+    return [by_key[(u.kind, u.number)] for u in units]
+
+
+async def _copy_sheet_rows(
+    conn: psycopg.AsyncConnection, unit_ids: list[int], units: Sequence[UnitIn]
+) -> None:
+    """Every sheet's rows, row 1 first, by COPY."""
+    sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
+    if not sheet_units:
+        return
+    async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
+        for uid, u in sheet_units:
+            for n, cells in enumerate(u.rows or [], start=1):
+                await copy.write_row((uid, n, cells))
+
+
+async def _insert_chunks(
+    conn: psycopg.AsyncConnection,
+    document_id: UUID,
+    collection_id: int,
+    unit_ids: list[int],
+    chunks: list[ChunkRow],
+) -> list[int]:
+    """The chunks' ids, in the order of `chunks` (ordinals 1..n)."""
+    cur = await conn.execute(
+        INSERT_CHUNKS_SQL,
+        (
+            document_id,
+            collection_id,
+            [unit_ids[c.unit_index] for c in chunks],
+            list(range(1, len(chunks) + 1)),
+            [c.heading for c in chunks],
+            [c.draft.content for c in chunks],
+            [c.content_hash for c in chunks],
+            [c.draft.token_count for c in chunks],
+            [c.draft.char_start for c in chunks],
+            [c.draft.char_end for c in chunks],
+            [c.page for c in chunks],
+            [c.section for c in chunks],
+            [c.sheet for c in chunks],
+            [c.draft.row_start for c in chunks],
+            [c.draft.row_end for c in chunks],
+            [c.slide for c in chunks],
+            [detect_language(c.draft.content) for c in chunks],
+        ),
+    )
+    by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
+    return [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+
+
 async def remove_missing(
     conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
 ) -> list[str]:
     rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
     return [r[0] for r in rows]
+
+
+async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
+    """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
+    await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:

@@ -20,8 +20,9 @@ from pydantic import BaseModel, Field
 
 from pgrag import __version__
 from pgrag.errors import ErrorCode, PgragError, UpstreamError
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, enveloped, state_of
+from pgrag.mcp.app_state import enveloped, state_of
 from pgrag.mcp.envelope import Envelope, Status
+from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.store.web_cache import cached, remember
 
 MAX_RESULTS = 20

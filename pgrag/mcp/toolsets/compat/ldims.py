@@ -19,11 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, scope_of, state_of
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.compat.ldims_content import iso, register_extracted_content
 from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.search.engine import SearchPage
 from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
+from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.store import compat as store
 from pgrag.store.compat import DocumentDetails
 

@@ -22,11 +22,13 @@ from pydantic import BaseModel, Field
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
-from pgrag.mcp.app_state import DEFAULT_TIMEOUT_S, SEARCH_TIMEOUT_S, scope_of, state_of
+from pgrag.jsonable import jsonable
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.paging import fit_to_budget, item_tokens
 from pgrag.search.models import SearchFilters, SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.context import DEFAULT_TIMEOUT_S, SEARCH_TIMEOUT_S
 from pgrag.store import compat as store
 from pgrag.tokens import count_tokens, encoding
 
@@ -123,10 +125,6 @@ class RagDocument(BaseModel):
 
 class RagDocumentResponse(BaseModel):
     document: RagDocument
-
-
-def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta.items()}
 
 
 RAG_SEARCH_DESCRIPTION = (
@@ -260,7 +258,7 @@ async def get_document(
             filename=doc.row["name"],
             file_type=doc.file_type,
             content=content,
-            metadata=_jsonable(docs.metadata(doc)),
+            metadata=jsonable(docs.metadata(doc)),
             chunks=kept,
             uuid=doc.id,
             content_truncated=truncated,

@@ -7,12 +7,13 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from pgrag.mcp.app_state import SEARCH_TIMEOUT_S, enveloped, scope_of, state_of
+from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.paged import Page
 from pgrag.mcp.schemas import EmbeddingData
 from pgrag.mcp.toolsets.core.common import MaxTokens, Token, result
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.services.context import SEARCH_TIMEOUT_S
 
 
 @enveloped("search", timeout=SEARCH_TIMEOUT_S)

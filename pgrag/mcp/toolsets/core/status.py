@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from pgrag.db.scope import scoped_connection
+from pgrag.jsonable import jsonable
 from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.schemas import StatusData
@@ -38,8 +39,8 @@ async def get_status(
         data=StatusData(
             counts=report["counts"],
             total=report["total"],
-            processing=_jsonable_rows(report["processing"]),
-            failed=_jsonable_rows(report["failed"]),
+            processing=jsonable(report["processing"]),
+            failed=jsonable(report["failed"]),
             ocr=report["ocr"],
         )
     )
@@ -60,14 +61,3 @@ def _document_status(doc: docs.DocumentRef) -> StatusData:
             "ocr": r["ocr"],
         },
     )
-
-
-def _jsonable_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as JSON values: uuids, timestamps and decimals become strings."""
-    return [
-        {
-            k: (str(v) if not isinstance(v, str | int | float | bool | type(None)) else v)
-            for k, v in r.items()
-        }
-        for r in rows
-    ]

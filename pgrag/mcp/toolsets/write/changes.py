@@ -9,8 +9,9 @@ from pydantic import Field
 
 from pgrag.mcp.app_state import enveloped, require_writable, state_of
 from pgrag.mcp.envelope import Envelope, Status
-from pgrag.mcp.toolsets.write.common import WRITE_TIMEOUT_S, result, saved_documents
+from pgrag.mcp.toolsets.write.common import result, saved_documents
 from pgrag.mcp.toolsets.write.models import DeletedData, SavedData, UpdatedData
+from pgrag.services.context import WRITE_TIMEOUT_S
 from pgrag.services.saved import DocumentPatch, DocumentSource, NewDocument
 
 DocumentRef = Annotated[

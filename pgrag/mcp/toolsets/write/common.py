@@ -11,8 +11,6 @@ from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.services.saved import SavedDocuments
 
-WRITE_TIMEOUT_S = 60.0  # embedding 20k characters with the local model takes seconds
-
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)

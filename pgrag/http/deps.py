@@ -1,0 +1,36 @@
+"""What a REST route depends on: the application context the HTTP app opened and the
+caller's collection scope (set by BearerAuth for this request)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from pgrag.errors import ErrorCode, PgragError
+from pgrag.services.context import AppContext, SharedContext
+from pgrag.services.identity import current_scope
+
+
+def shared_context(request: Request) -> SharedContext:
+    """The holder create_app put on the app; filled while the app's lifespan runs."""
+    shared: SharedContext = request.app.state.shared
+    return shared
+
+
+async def app_context(request: Request) -> AppContext:
+    """The context; 503 DB_ERROR while the server is still starting (or stopping)."""
+    context = shared_context(request).context
+    if context is None:
+        raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
+    return context
+
+
+async def caller_scope() -> list[str] | None:
+    """Collections the caller may read (None = all). Async: it runs in the request's own
+    task, where BearerAuth set the identity."""
+    return current_scope()
+
+
+Context = Annotated[AppContext, Depends(app_context)]
+Scope = Annotated[list[str] | None, Depends(caller_scope)]

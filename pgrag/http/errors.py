@@ -1,0 +1,165 @@
+"""Every REST error in one shape (SPEC §6, seed 000): the status each stable code answers
+with, the ErrorBody, the OpenAPI description of a route's error statuses, and the exception
+handlers that turn anything a route raises into that body."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+
+from pgrag.errors import ErrorCode, InvalidArgument, PgragError
+from pgrag.mcp.app_state import _as_pgrag_error
+from pgrag.mcp.envelope import new_trace_id
+
+HTTP_STATUS = {
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.PROCESSING: 202,
+    ErrorCode.CONTENT_UNAVAILABLE: 409,
+    ErrorCode.DB_ERROR: 503,
+    ErrorCode.UPSTREAM_ERROR: 502,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.INTERNAL: 500,
+}
+
+
+class ErrorBody(BaseModel):
+    """Every REST error (SPEC §6, seed 000): a stable code an agent can act on."""
+
+    isError: Literal[True]
+    errorCode: ErrorCode | Literal["UNAUTHORIZED"]
+    errorMessage: str
+    errorDetails: dict[str, Any]
+    status: Literal["processing"] | None = None  # only with 202 PROCESSING
+
+
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    202: "PROCESSING: ingestion still running; retry after Retry-After seconds",
+    400: "INVALID_ARGUMENT: a parameter cannot be used (the message says which)",
+    401: "UNAUTHORIZED: API keys are configured and none or an unknown one was sent",
+    403: "FORBIDDEN: out of the key's collections, or writes on a read-only server",
+    404: "NOT_FOUND: no such document or collection (or not visible to this key)",
+    409: "CONTENT_UNAVAILABLE: ingestion of the document failed",
+    502: "UPSTREAM_ERROR: the embedding provider failed",
+    503: "DB_ERROR: the database is unavailable; retry after Retry-After seconds",
+    504: "TIMEOUT: the call took too long",
+}
+
+
+def error_docs(*codes: int, plain_text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` for the error statuses a route can answer (always 400/401/503).
+    Errors are JSON even where the route's success is text/plain."""
+    if plain_text_route:
+        ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        return {
+            c: {"description": ERROR_DESCRIPTIONS[c], "content": ref} for c in sorted({401, *codes})
+        }
+    return {
+        c: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[c]}
+        for c in sorted({400, 401, 503, *codes})
+    }
+
+
+def error_response(exc: PgragError) -> JSONResponse:
+    """The ErrorBody with the code's status; Retry-After where retrying is the answer."""
+    status = HTTP_STATUS.get(exc.code, 500)
+    body: dict[str, Any] = {
+        "isError": True,
+        "errorCode": str(exc.code),
+        "errorMessage": exc.message,
+        "errorDetails": exc.detail,
+    }
+    if exc.code == ErrorCode.PROCESSING:
+        body["status"] = "processing"
+    headers = {"Retry-After": "5"} if status in (202, 503) else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def allowed_methods(app: FastAPI, request: Request) -> str:
+    """Every method the path has: Starlette's own 405 names only the first matching
+    route's (GET /api/documents hid POST)."""
+    methods: set[str] = set()
+    for route in _every_route(app):
+        route_methods = getattr(route, "methods", None)
+        if route_methods:
+            match, _ = route.matches(request.scope)
+            if match != Match.NONE:
+                methods |= route_methods
+    return ", ".join(sorted(methods))
+
+
+def _every_route(app: FastAPI) -> list[Any]:
+    """The app's routes with those of its included routers: FastAPI from 0.16x keeps an
+    included router as one entry (iter_route_contexts expands it); older ones copy its
+    routes into the app's list."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:
+        return list(app.router.routes)
+    return list(iter_route_contexts(app.router.routes))
+
+
+def _field_errors(errors: Any) -> list[dict[str, str]]:
+    """Which field failed and why; the values are the caller's, not echoed."""
+    return [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in errors]
+
+
+async def _pgrag_error(_: Request, exc: PgragError) -> JSONResponse:
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's own errors (a malformed multipart body, no such route, a method the
+    route lacks) in the stable shape, with their status code and headers."""
+    if exc.status_code == 404:
+        error = PgragError(
+            f"no route {request.method} {request.url.path}: see /openapi.json",
+            code=ErrorCode.NOT_FOUND,
+        )
+    elif exc.status_code < 500:
+        error = InvalidArgument(str(exc.detail))
+    else:
+        error = PgragError(str(exc.detail), code=ErrorCode.INTERNAL)
+    response = error_response(error)
+    response.status_code = exc.status_code
+    response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        response.headers["Allow"] = allowed_methods(request.app, request)
+    return response
+
+
+async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """A request that fails validation: 400 INVALID_ARGUMENT (FastAPI's 422 is not used)."""
+    fields = _field_errors(exc.errors())
+    return error_response(
+        InvalidArgument(
+            "invalid request: " + "; ".join(f"{f['field']}: {f['problem']}" for f in fields),
+            detail={"errors": fields},
+        )
+    )
+
+
+async def _model_validation(_: Request, exc: ValidationError) -> JSONResponse:
+    fields = _field_errors(exc.errors())
+    return error_response(InvalidArgument("invalid request", detail={"errors": fields}))
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    """Anything else: mapped as tool calls map it (timeouts, pool, database, internal)."""
+    return error_response(_as_pgrag_error(exc, new_trace_id()))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every failure a route can raise answers with the ErrorBody."""
+    app.add_exception_handler(PgragError, _pgrag_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
+    app.add_exception_handler(ValidationError, _model_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,1 @@
+"""REST routes by concern: search, documents, ops (health, metrics, status)."""

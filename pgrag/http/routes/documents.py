@@ -1,0 +1,114 @@
+"""Documents: list, metadata and outline, extracted text, upload, delete."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel
+
+from pgrag.db.scope import scoped_connection
+from pgrag.http.deps import Context, Scope
+from pgrag.http.errors import error_docs
+from pgrag.jsonable import jsonable
+from pgrag.services import documents as docs
+from pgrag.services.context import require_remote_writes
+from pgrag.services.uploads import accept_upload
+
+router = APIRouter(tags=["documents"])
+
+
+class UploadAccepted(BaseModel):
+    status: Literal["pending"]
+    path: str
+    collection: str
+    status_url: str
+
+
+@router.get("/api/documents", responses=error_docs())
+async def api_documents(
+    context: Context,
+    scope: Scope,
+    folder: str | None = None,
+    file_type: str | None = None,
+    status: Literal["pending", "processing", "ready", "failed"] | None = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
+    """Documents, ordered by path."""
+    async with scoped_connection(context.pool, scope) as conn:
+        rows = await docs.list_documents(
+            conn,
+            scope,
+            folder=folder,
+            file_type=file_type,
+            status=status,
+            offset=offset,
+            limit=limit,
+        )
+    return {"documents": [jsonable(r) for r in rows], "offset": offset, "limit": limit}
+
+
+@router.get("/api/documents/{document_id}", responses=error_docs(404))
+async def api_document(context: Context, scope: Scope, document_id: str) -> dict[str, Any]:
+    """A document's metadata and cached outline."""
+    async with scoped_connection(context.pool, scope) as conn:
+        doc = await docs.resolve(conn, document_id, scope)
+    return {
+        "metadata": jsonable(docs.metadata(doc)),
+        "outline": doc.row["outline"] or {},
+        "status": doc.row["status"],
+        "error_code": doc.row["error_code"],
+        "error_detail": doc.row["error_detail"],
+    }
+
+
+@router.get(
+    "/api/documents/{document_id}/content",
+    response_class=PlainTextResponse,
+    responses=error_docs(202, 400, 404, 409, 503, plain_text_route=True),
+)
+async def api_document_content(context: Context, scope: Scope, document_id: str) -> Response:
+    """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
+    async with scoped_connection(context.pool, scope) as conn:
+        doc = await docs.resolve(conn, document_id, scope)
+        docs.require_ready(doc)
+        text = await docs.extracted_text(conn, doc.id)
+    return PlainTextResponse(text)
+
+
+@router.post(
+    "/api/documents",
+    status_code=202,
+    responses={202: {"model": UploadAccepted}, **error_docs(403)},
+)
+async def api_upload(
+    context: Context,
+    scope: Scope,
+    file: Annotated[UploadFile, File()],
+    collection: Annotated[str | None, Form(max_length=200)] = None,
+) -> JSONResponse:
+    """Upload a file to ingest: 202 with the URL to poll for its status."""
+    require_remote_writes(context.settings)
+    upload = await accept_upload(
+        context, scope, file_name=file.filename, collection=collection, read=file.read
+    )
+    return JSONResponse(
+        {
+            "status": "pending",
+            "path": upload.path,
+            "collection": upload.collection,
+            "status_url": "/api/status?" + urllib.parse.urlencode({"document": upload.path}),
+        },
+        status_code=202,
+    )
+
+
+@router.delete("/api/documents/{document_id}", status_code=204, responses=error_docs(403, 404))
+async def api_delete(context: Context, scope: Scope, document_id: str) -> Response:
+    """Delete a document and everything derived from it."""
+    require_remote_writes(context.settings)
+    await docs.delete_document(context.pool, scope, document_id)
+    return Response(status_code=204)

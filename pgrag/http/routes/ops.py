@@ -1,0 +1,72 @@
+"""Operations: liveness, readiness, Prometheus metrics, ingestion status."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel
+
+from pgrag import metrics
+from pgrag.db.scope import scoped_connection
+from pgrag.http.deps import Context, Scope, shared_context
+from pgrag.http.errors import ERROR_DESCRIPTIONS, ErrorBody, error_docs
+from pgrag.jsonable import jsonable
+from pgrag.services import documents as docs
+from pgrag.services.context import SharedContext
+from pgrag.services.status import database_ready, document_status, status_report
+
+# Two routers so the OpenAPI document keeps its order: probes first, status after the
+# document routes.
+probes = APIRouter(tags=["ops"])
+status = APIRouter(tags=["ops"])
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+
+
+@probes.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """Liveness: the process answers (never needs a key)."""
+    return {"status": "ok"}
+
+
+@probes.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={
+        401: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[401]},
+        503: {"model": Readiness, "description": "the database does not answer"},
+    },
+)
+async def readyz(shared: Annotated[SharedContext, Depends(shared_context)]) -> JSONResponse:
+    """Readiness: the database answers."""
+    if not await database_ready(shared.context.pool if shared.context else None):
+        return JSONResponse(
+            {"status": "unavailable"}, status_code=503, headers={"Retry-After": "5"}
+        )
+    return JSONResponse({"status": "ready"})
+
+
+@probes.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses=error_docs(plain_text_route=True),
+)
+async def metrics_endpoint() -> Response:
+    """Prometheus metrics: searches, tool calls, ingested documents, search latency."""
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+
+@status.get("/api/status", responses=error_docs(404))
+async def api_status(context: Context, scope: Scope, document: str | None = None) -> dict[str, Any]:
+    """Counts by status, or one document's status, progress and error."""
+    async with scoped_connection(context.pool, scope) as conn:
+        if document:
+            report = document_status(await docs.resolve(conn, document, scope))
+        else:
+            report = await status_report(conn, None, scope)
+    body: dict[str, Any] = jsonable(report)
+    return body

@@ -1,0 +1,61 @@
+"""GET /api/search: the data of the MCP `search` tool, with its continuation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from pgrag.http.deps import Context, Scope
+from pgrag.http.errors import error_docs
+from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.services.context import SEARCH_TIMEOUT_S
+
+router = APIRouter(tags=["search"])
+
+
+class Continuation(BaseModel):
+    has_more: bool
+    token: str | None
+
+
+class SearchBody(SearchData):
+    continuation: Continuation
+
+
+@router.get(
+    "/api/search",
+    response_model=None,
+    responses={200: {"model": SearchBody}, **error_docs(403, 404, 502, 504)},
+)
+async def api_search(
+    context: Context,
+    caller_scope: Scope,  # not `scope`: that is the query parameter
+    q: Annotated[str, Query(min_length=1, max_length=4000)],
+    mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
+    scope: Literal["chunks", "documents"] = "chunks",
+    limit: Annotated[int, Query(ge=1, le=50)] = 5,
+    folder: str | None = None,
+    file_type: str | None = None,
+    collection: str | None = None,
+    max_tokens: Annotated[int, Query(ge=50, le=25000)] = 2000,
+    continuation_token: str | None = None,
+) -> dict[str, Any]:
+    """Search (same data as the MCP `search` tool)."""
+    req = SearchRequest(
+        query=q,
+        mode=mode,
+        scope=scope,
+        limit=limit,
+        max_tokens=max_tokens,
+        continuation_token=continuation_token,
+        filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
+    )
+    page = await asyncio.wait_for(
+        context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S
+    )
+    body = page.data.model_dump(mode="json")
+    body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
+    return body

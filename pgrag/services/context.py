@@ -1,0 +1,151 @@
+"""The application context every transport shares (MCP over stdio or HTTP, the REST API):
+pool, provider, settings, search service, continuation codec, change relay; and the policy
+that must not differ between transports: one read-only rule, one set of time limits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import Forbidden
+from pgrag.paging import ContinuationCodec
+from pgrag.runtime import open_runtime
+from pgrag.search import sql as search_sql
+from pgrag.search.engine import SearchService
+from pgrag.services.ingestion import make_ingestor
+from pgrag.services.retention import prune_periodically
+from pgrag.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Time limits of one call, whatever the transport: most reads answer well within the
+# default; a search embeds the query first; a write embeds a whole document.
+DEFAULT_TIMEOUT_S = 5.0
+SEARCH_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 60.0  # embedding 20k characters with the local model takes seconds
+
+
+class ChangeNotifier(Protocol):
+    """Tells connected clients that documents changed (the MCP relay, pgrag/mcp/notify.py).
+    A protocol so that services need not import the transport that delivers it."""
+
+    bus: Any
+
+    def remember(self, session: Any) -> None: ...
+
+
+RelayFactory = Callable[[str], AbstractAsyncContextManager[ChangeNotifier]]
+
+
+def read_only(settings: Settings, *, remote: bool) -> bool:
+    """The one read-only rule. An explicit setting (PGRAG_READ_ONLY) wins; unset means
+    writable for local callers (stdio, the CLI, in-process) and read-only for remote ones
+    (anything that arrived over HTTP)."""
+    return remote if settings.read_only is None else settings.read_only
+
+
+@dataclass
+class AppContext:
+    """What every request can reach, opened once per process by open_context."""
+
+    settings: Settings
+    pool: AsyncConnectionPool
+    provider: EmbeddingProvider
+    search: SearchService
+    codec: ContinuationCodec
+    relay: ChangeNotifier
+
+
+class SharedContext:
+    """The context the HTTP app opened, so MCP sessions and REST routes share one pool."""
+
+    context: AppContext | None = None
+
+
+@contextlib.asynccontextmanager
+async def open_context(
+    settings: Settings, *, relay: RelayFactory, watch: list[Path] | None = None
+) -> AsyncIterator[AppContext]:
+    """Pool, provider, services, the change relay `relay(dsn)` opens, the log retention job
+    and (serve --watch) the watcher; all closed on the way out."""
+    async with contextlib.AsyncExitStack() as stack:
+        rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
+        notifier = await stack.enter_async_context(relay(rt.db.dsn))
+        async with rt.db.pool.connection() as conn:
+            row = await (await conn.execute(search_sql.SECRET_SQL)).fetchone()
+        if row is None:  # migration 0003 stores it: never absent on a migrated database
+            raise RuntimeError("pgrag's continuation secret is missing: run `pgrag db migrate`")
+        secret = row[0]
+        service = SearchService(
+            rt.db.pool,
+            rt.provider,
+            max_snippets=settings.search_max_snippets,
+            snippet_summary=settings.return_snippet_summary,
+            default_content_mode=settings.default_content_mode,
+        )
+        context = AppContext(
+            settings=settings,
+            pool=rt.db.pool,
+            provider=rt.provider,
+            search=service,
+            codec=ContinuationCodec(secret.encode()),
+            relay=notifier,
+        )
+        if watch:
+            await stack.enter_async_context(_watching(context, watch))
+        if settings.log_retention_days > 0:
+            await stack.enter_async_context(
+                _background(prune_periodically(rt.db.pool, settings.log_retention_days))
+            )
+        yield context
+
+
+@contextlib.asynccontextmanager
+async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `job` while the server runs; cancel it on the way out."""
+    task = asyncio.create_task(job)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def _watching(context: AppContext, paths: list[Path]) -> AsyncIterator[None]:
+    """`pgrag serve --watch`: ingest and follow changes inside the server process (the
+    watcher's first scan is the initial ingest: nothing changed meanwhile is missed)."""
+    from pgrag.ingest.watch import watch_and_ingest
+
+    ingestor = make_ingestor(context.settings, context.pool, context.provider)
+
+    async def run() -> None:
+        try:
+            await watch_and_ingest(ingestor, paths)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watching %s failed", paths)
+
+    async with _background(run()):
+        yield
+
+
+def require_remote_writes(settings: Settings) -> None:
+    """REST uploads and deletions: refused on a read-only server (the rule above, for a
+    remote caller) and unless the `write` toolset is on, the switch MCP writes need too."""
+    if read_only(settings, remote=True) or "write" not in settings.toolset_list:
+        raise Forbidden(
+            "this server is read-only: start it with PGRAG_READ_ONLY=false and the "
+            "`write` toolset to accept uploads and deletions"
+        )

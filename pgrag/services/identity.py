@@ -1,0 +1,26 @@
+"""Who is calling, and which collections they may read: set per request by the HTTP auth
+layer, read by every transport and service (stdio and the CLI run as "local", with full
+access). Context variables, so concurrent requests never see each other's identity."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+_scope: ContextVar[list[str] | None] = ContextVar("pgrag_scope", default=None)
+_caller: ContextVar[str] = ContextVar("pgrag_caller", default="local")
+
+
+def current_scope() -> list[str] | None:
+    """Collections the caller may read (None = all)."""
+    return _scope.get()
+
+
+def current_caller() -> str:
+    """The caller's audit name: "local", "anonymous" or "key:<hash prefix>"."""
+    return _caller.get()
+
+
+def set_identity(caller: str, scope: list[str] | None) -> None:
+    """Name the caller of the current request and the collections it may read."""
+    _caller.set(caller)
+    _scope.set(scope)

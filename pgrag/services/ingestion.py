@@ -1,0 +1,38 @@
+"""The one way a configured process builds an Ingestor (the CLI's `ingest`, `serve --watch`,
+REST uploads): collection, chunk size and overlap, OCR options all from the settings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.settings import Settings
+
+if TYPE_CHECKING:
+    from pgrag.ingest.pipeline import Ingestor, Reporter
+
+
+def make_ingestor(
+    settings: Settings,
+    pool: AsyncConnectionPool,
+    provider: EmbeddingProvider,
+    *,
+    collection: str | None = None,
+    reporter: Reporter | None = None,
+) -> Ingestor:
+    """An Ingestor for `collection` (default: the settings' collection). The ingestion
+    modules load here, not at import: a server that never ingests does not pay for them."""
+    from pgrag.ingest.ocr import OcrOptions
+    from pgrag.ingest.pipeline import Ingestor
+
+    return Ingestor(
+        pool,
+        provider,
+        collection=collection or settings.collection,
+        chunk_tokens=settings.chunk_tokens,
+        chunk_overlap=settings.chunk_overlap,
+        ocr=OcrOptions.from_settings(settings),
+        reporter=reporter,
+    )

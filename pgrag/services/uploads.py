@@ -1,0 +1,84 @@
+"""A file uploaded to be ingested (REST POST /api/documents): checked at once, so the client
+learns of a bad name or size now rather than from a failed document later; stored under
+PGRAG_HOME/uploads and ingested in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgrag.errors import Forbidden, InvalidArgument
+from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
+from pgrag.services.context import AppContext
+from pgrag.services.ingestion import make_ingestor
+
+log = logging.getLogger(__name__)
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AcceptedUpload:
+    path: str  # the file name: uploads are ingested from their collection's own folder
+    collection: str
+
+
+async def accept_upload(
+    context: AppContext,
+    scope: list[str] | None,
+    *,
+    file_name: str | None,
+    collection: str | None,
+    read: Callable[[int], Awaitable[bytes]],
+) -> AcceptedUpload:
+    """Check the upload, store it and start its ingestion. `read(n)` reads at most n bytes
+    of the upload: only once everything else is known to be acceptable. The caller has
+    checked that writes are allowed (require_remote_writes)."""
+    settings = context.settings
+    col = collection or settings.collection
+    if "\x00" in col:
+        raise InvalidArgument("the collection name may not contain a NUL character")
+    if scope is not None and col not in scope:
+        raise Forbidden(f"this key may not write to collection '{col}'")
+    name = _checked_name(file_name)
+    data = await read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise InvalidArgument(f"file larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB")
+    # the collection name is the client's: never a path (no "..", no absolute path)
+    root = settings.home / "uploads" / hashlib.sha256(col.encode()).hexdigest()[:16]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / name).write_bytes(data)
+    asyncio.get_running_loop().create_task(_ingest(context, root, name, col))
+    return AcceptedUpload(path=name, collection=col)
+
+
+def _checked_name(file_name: str | None) -> str:
+    """The upload's base name, with a supported extension, at most 255 bytes, no NUL."""
+    name = Path(file_name or "upload").name
+    ext = Path(name).suffix.lower().lstrip(".")
+    if not name or name.startswith(".") or ext not in SUPPORTED_EXTENSIONS:
+        raise InvalidArgument(
+            "the upload needs a file name with a supported extension: "
+            + ", ".join(sorted(SUPPORTED_EXTENSIONS)),
+            detail={"file_name": name, "supported": sorted(SUPPORTED_EXTENSIONS)},
+        )
+    if "\x00" in name or len(name.encode()) > 255:
+        raise InvalidArgument("the file name must be at most 255 bytes, without NUL")
+    return name
+
+
+async def _ingest(context: AppContext, root: Path, name: str, collection: str) -> None:
+    """The background ingestion of one upload; its outcome is the document's status."""
+    from pgrag.ingest.walker import FoundFile
+
+    try:
+        ingestor = make_ingestor(
+            context.settings, context.pool, context.provider, collection=collection
+        )
+        await ingestor.ingest_files(root, [FoundFile(root, root / name, name)])
+    except Exception:
+        log.exception("ingesting upload %s failed", name)

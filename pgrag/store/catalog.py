@@ -1,0 +1,102 @@
+"""Reading the catalogue of stored documents: resolving a reference, folders, listings and
+chunks (units and sheet rows are read by store/pages.py). Everything comes from Postgres: no
+file is re-read. `scope` is the collections the caller may see (None = all); row-level
+security enforces it again on scoped connections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+RESOLVE_SQL = """
+SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
+       d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
+       d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection,
+       d.metadata -> 'ocr' AS ocr
+FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+  AND (d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s)
+ORDER BY (d.id::text = %(ref)s) DESC, (d.path = %(ref)s) DESC, d.path
+LIMIT 20
+"""
+
+FOLDERS_SQL = """
+SELECT d.folder, count(*) AS documents
+FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE %(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[])
+GROUP BY d.folder ORDER BY d.folder
+"""
+
+LIST_SQL = """
+SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status,
+       d.size_bytes, d.modified_at, d.title, c.name AS collection,
+       jsonb_array_length(d.metadata -> 'ocr' -> 'pages') AS ocr_pages
+FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+  AND (%(folder)s::text IS NULL OR d.folder = %(folder)s
+       OR d.folder LIKE replace(replace(replace(%(folder)s, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_') || '/%%')
+  AND (%(file_type)s::text IS NULL OR d.file_type = %(file_type)s)
+  AND (%(status)s::text IS NULL OR d.status = %(status)s)
+ORDER BY d.path
+OFFSET %(offset)s LIMIT %(limit)s
+"""
+
+
+CHUNKS_SQL = """
+SELECT id AS chunk_id, ordinal, content, token_count, page, section, sheet, row_start, row_end,
+       slide, char_start, char_end
+FROM pgrag.chunks WHERE document_id = %(doc)s::uuid AND ordinal > %(after)s
+ORDER BY ordinal LIMIT %(limit)s
+"""
+
+
+async def resolve_candidates(
+    conn: psycopg.AsyncConnection, ref: str, scope: list[str] | None
+) -> list[dict[str, Any]]:
+    """Up to 20 documents `ref` may name (id, path or file name): exact id first, then
+    exact path, then by path."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(RESOLVE_SQL, {"ref": ref, "scope": scope})
+        return await cur.fetchall()
+
+
+async def folders(conn: psycopg.AsyncConnection, scope: list[str] | None) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(FOLDERS_SQL, {"scope": scope})
+        return await cur.fetchall()
+
+
+async def documents(
+    conn: psycopg.AsyncConnection,
+    scope: list[str] | None,
+    *,
+    folder: str | None,
+    file_type: str | None,
+    status: str | None,
+    offset: int,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Documents by path; `folder` matches the folder and everything under it."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            LIST_SQL,
+            {
+                "scope": scope,
+                "folder": folder,
+                "status": status,
+                "file_type": file_type,
+                "offset": offset,
+                "limit": limit,
+            },
+        )
+        return await cur.fetchall()
+
+
+async def chunks(
+    conn: psycopg.AsyncConnection, doc_id: str, after: int, limit: int
+) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(CHUNKS_SQL, {"doc": doc_id, "after": after, "limit": limit})
+        return await cur.fetchall()
