@@ -64,7 +64,8 @@ MARK_PROCESSING_SQL = """
 INSERT INTO pgrag.documents (collection_id, path, folder, name, file_type, status, progress, metadata)
 VALUES (%(cid)s, %(path)s, %(folder)s, %(name)s, %(file_type)s, 'processing', 0, %(metadata)s)
 ON CONFLICT (collection_id, path) DO UPDATE
-   SET status = 'processing', progress = 0, error_code = NULL, error_detail = NULL, updated_at = now()
+   SET status = 'processing', progress = 0, error_code = NULL, error_detail = NULL,
+       updated_at = EXCLUDED.updated_at  -- now(), which Citus refuses here (not immutable)
 RETURNING id
 """
 
@@ -77,7 +78,7 @@ UPDATE pgrag.documents
  WHERE id = %(id)s
 """
 
-LOCK_SQL = "SELECT id FROM pgrag.documents WHERE id = %s FOR UPDATE"
+LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
 # Key share on the collection row: a reindex switch (FOR UPDATE) waits for this write and
 # embeds its chunks into the new set, or has already switched and this write sees it.
 ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR KEY SHARE"
@@ -98,17 +99,20 @@ class EmbeddingSetChanged(PgragError):
         self.active_set_id = active_set_id
 
 
-DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE document_id = %s"
-DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE document_id = %s"
+# every statement of a version names its collection: on Citus, the one shard it runs on
+DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE collection_id = %s AND document_id = %s"
+DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE collection_id = %s AND document_id = %s"
+# the per-language vector sums (sql/functions/30_semantic.sql; a no-op where triggers keep them)
+LANGUAGE_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, %s, %s)"
 
 INSERT_UNITS_SQL = """
-INSERT INTO pgrag.units (document_id, kind, number, title, body, meta)
-SELECT %s, kind, number, title, body, meta
+INSERT INTO pgrag.units (collection_id, document_id, kind, number, title, body, meta)
+SELECT %s, %s, kind, number, title, body, meta
 FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[]) AS u(kind, number, title, body, meta)
 RETURNING id, kind, number
 """
 
-COPY_ROWS_SQL = "COPY pgrag.sheet_rows (unit_id, row_number, cells) FROM STDIN"
+COPY_ROWS_SQL = "COPY pgrag.sheet_rows (collection_id, unit_id, row_number, cells) FROM STDIN"
 
 INSERT_CHUNKS_SQL = """
 INSERT INTO pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,
@@ -126,8 +130,9 @@ RETURNING id, ordinal
 """
 
 INSERT_EMBEDDINGS_SQL = """
-INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
-SELECT %s, chunk_id, embedding FROM unnest(%s::bigint[], %s::vector[]) AS e(chunk_id, embedding)
+INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang, document_id)
+SELECT %s, %s, chunk_id, embedding, coalesce(lang, 'und'), %s
+FROM unnest(%s::bigint[], %s::vector[], %s::text[]) AS e(chunk_id, embedding, lang)
 """
 
 FINISH_SQL = """
@@ -137,7 +142,7 @@ UPDATE pgrag.documents
        created_at = %(created)s, modified_at = %(modified)s, outline = %(outline)s,
        metadata = %(metadata)s, status = 'ready', progress = 100, error_code = NULL,
        error_detail = NULL, ingested_at = now(), updated_at = now()
- WHERE id = %(id)s
+ WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
 REMOVE_MISSING_SQL = """
@@ -216,18 +221,20 @@ async def write_version(
     its new version was being embedded); EmbeddingSetChanged, with nothing written, when a
     reindex switched the collection to another model meanwhile."""
     async with conn.transaction():
-        if await (await conn.execute(LOCK_SQL, (document_id,))).fetchone() is None:
+        if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
             return False
         active = (await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone())[0]
         if active != set_id:
             raise EmbeddingSetChanged(active)
-        await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
-        await conn.execute(DELETE_UNITS_SQL, (document_id,))
+        await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, -1))
+        await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
+        await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
         unit_ids: list[int] = []
         if units:
             cur = await conn.execute(
                 INSERT_UNITS_SQL,
                 (
+                    collection_id,
                     document_id,
                     [u.kind for u in units],
                     [u.number for u in units],
@@ -243,8 +250,9 @@ async def write_version(
             async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
                 for uid, u in sheet_units:
                     for n, cells in enumerate(u.rows or [], start=1):
-                        await copy.write_row((uid, n, cells))
+                        await copy.write_row((collection_id, uid, n, cells))
         if chunks:
+            langs = [detect_language(c.draft.content) for c in chunks]
             cur = await conn.execute(
                 INSERT_CHUNKS_SQL,
                 (
@@ -264,15 +272,20 @@ async def write_version(
                     [c.draft.row_start for c in chunks],
                     [c.draft.row_end for c in chunks],
                     [c.slide for c in chunks],
-                    [detect_language(c.draft.content) for c in chunks],
+                    langs,
                 ),
             )
             by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
             chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
-            await conn.execute(INSERT_EMBEDDINGS_SQL, (set_id, chunk_ids, list(vectors)))
+            await conn.execute(
+                INSERT_EMBEDDINGS_SQL,
+                (collection_id, set_id, document_id, chunk_ids, list(vectors), langs),
+            )
+            await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
         await conn.execute(
             FINISH_SQL,
             {
+                "cid": collection_id,
                 "id": document_id,
                 "folder": fields.folder,
                 "name": fields.name,
