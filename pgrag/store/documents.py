@@ -205,6 +205,79 @@ async def mark_failed(
     )
 
 
+async def _write_units(
+    conn: psycopg.AsyncConnection, collection_id: int, document_id: UUID, units: list[Unit]
+) -> list[int]:
+    """Insert a version's units and their sheet rows; the units' ids, in order."""
+    unit_ids: list[int] = []
+    if units:
+        cur = await conn.execute(
+            INSERT_UNITS_SQL,
+            (
+                collection_id,
+                document_id,
+                [u.kind for u in units],
+                [u.number for u in units],
+                [u.title for u in units],
+                [u.body for u in units],
+                [Jsonb(u.meta) for u in units],
+            ),
+        )
+        by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
+        unit_ids = [by_key[(u.kind, u.number)] for u in units]
+    sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
+    if sheet_units:
+        async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
+            for uid, u in sheet_units:
+                for n, cells in enumerate(u.rows or [], start=1):
+                    await copy.write_row((collection_id, uid, n, cells))
+    return unit_ids
+
+
+async def _write_chunks(
+    conn: psycopg.AsyncConnection,
+    ids: tuple[int, UUID, int],
+    unit_ids: list[int],
+    chunks: list[ChunkRow],
+    vectors: np.ndarray,
+) -> None:
+    """Insert a version's chunks and their vectors (ids: collection, document, set), and
+    add them to the per-language sums."""
+    collection_id, document_id, set_id = ids
+    if not chunks:
+        return
+    langs = [detect_language(c.draft.content) for c in chunks]
+    cur = await conn.execute(
+        INSERT_CHUNKS_SQL,
+        (
+            document_id,
+            collection_id,
+            [unit_ids[c.unit_index] for c in chunks],
+            list(range(1, len(chunks) + 1)),
+            [c.heading for c in chunks],
+            [c.draft.content for c in chunks],
+            [c.content_hash for c in chunks],
+            [c.draft.token_count for c in chunks],
+            [c.draft.char_start for c in chunks],
+            [c.draft.char_end for c in chunks],
+            [c.page for c in chunks],
+            [c.section for c in chunks],
+            [c.sheet for c in chunks],
+            [c.draft.row_start for c in chunks],
+            [c.draft.row_end for c in chunks],
+            [c.slide for c in chunks],
+            langs,
+        ),
+    )
+    by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
+    chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+    await conn.execute(
+        INSERT_EMBEDDINGS_SQL,
+        (collection_id, set_id, document_id, chunk_ids, list(vectors), langs),
+    )
+    await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
+
+
 async def write_version(
     conn: psycopg.AsyncConnection,
     *,
@@ -229,59 +302,8 @@ async def write_version(
         await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, -1))
         await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
-        unit_ids: list[int] = []
-        if units:
-            cur = await conn.execute(
-                INSERT_UNITS_SQL,
-                (
-                    collection_id,
-                    document_id,
-                    [u.kind for u in units],
-                    [u.number for u in units],
-                    [u.title for u in units],
-                    [u.body for u in units],
-                    [Jsonb(u.meta) for u in units],
-                ),
-            )
-            by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
-            unit_ids = [by_key[(u.kind, u.number)] for u in units]
-        sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
-        if sheet_units:
-            async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
-                for uid, u in sheet_units:
-                    for n, cells in enumerate(u.rows or [], start=1):
-                        await copy.write_row((collection_id, uid, n, cells))
-        if chunks:
-            langs = [detect_language(c.draft.content) for c in chunks]
-            cur = await conn.execute(
-                INSERT_CHUNKS_SQL,
-                (
-                    document_id,
-                    collection_id,
-                    [unit_ids[c.unit_index] for c in chunks],
-                    list(range(1, len(chunks) + 1)),
-                    [c.heading for c in chunks],
-                    [c.draft.content for c in chunks],
-                    [c.content_hash for c in chunks],
-                    [c.draft.token_count for c in chunks],
-                    [c.draft.char_start for c in chunks],
-                    [c.draft.char_end for c in chunks],
-                    [c.page for c in chunks],
-                    [c.section for c in chunks],
-                    [c.sheet for c in chunks],
-                    [c.draft.row_start for c in chunks],
-                    [c.draft.row_end for c in chunks],
-                    [c.slide for c in chunks],
-                    langs,
-                ),
-            )
-            by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
-            chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
-            await conn.execute(
-                INSERT_EMBEDDINGS_SQL,
-                (collection_id, set_id, document_id, chunk_ids, list(vectors), langs),
-            )
-            await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
+        unit_ids = await _write_units(conn, collection_id, document_id, units)
+        await _write_chunks(conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors)
         await conn.execute(
             FINISH_SQL,
             {

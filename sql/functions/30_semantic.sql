@@ -70,16 +70,16 @@ RETURNS TABLE (lang text, n bigint, documents bigint, mean vector, own_mean bool
 -- plpgsql, not sql: Citus cannot plan a parameterised SQL function over distributed tables
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
+DECLARE
+    -- the set's own collection: one shard on Citus (a value, not a subquery, to route by)
+    cid bigint := (SELECT es.collection_id FROM pgrag.embedding_sets es WHERE es.id = p_set_id);
 BEGIN
     RETURN QUERY
     WITH s AS (
         SELECT ls.lang, sum(ls.n)::bigint AS n, sum(ls.documents)::bigint AS documents,
                sum(ls.total) AS total
         FROM pgrag.language_sums ls
-        WHERE ls.set_id = p_set_id
-          -- the set's own collection: one shard on Citus
-          AND ls.collection_id = (SELECT es.collection_id FROM pgrag.embedding_sets es
-                                  WHERE es.id = p_set_id)
+        WHERE ls.collection_id = cid AND ls.set_id = p_set_id
         GROUP BY ls.lang
         HAVING sum(ls.documents) > 0
     ), overall AS (
@@ -189,7 +189,9 @@ LANGUAGE sql IMMUTABLE AS $$
              THEN 'JOIN pgrag.chunks c ON c.id = e.chunk_id AND c.collection_id = e.collection_id '
                   'JOIN pgrag.documents d ON d.id = c.document_id '
                   'AND d.collection_id = c.collection_id ' ELSE '' END,
-        CASE WHEN p_filtered THEN 'AND pgrag.document_matches(d, $2) ' ELSE '' END,
+        CASE WHEN p_filtered
+             THEN 'AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
+                  'd.created_at, d.submitter, d.author, d.tags, $2) ' ELSE '' END,
         CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END,
         CASE WHEN p_collection_id IS NOT NULL
              THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)
