@@ -157,7 +157,7 @@ def kb(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, str, Path]]:
     """FOLDERS ingested into a cluster database distributed by `pgrag migrate` and into a
-    single server: (cluster url, single-server url, the cluster's folder root)."""
+    single server: (cluster url, single-server url, the folders: c/ and s/ under it)."""
     url = fresh_database(citus)
     out = _cli_migrate(url)
     single = create_database(server_dsn)
@@ -165,7 +165,7 @@ def kb(
     asyncio.run(_ingest(url, tmp / "c"))
     asyncio.run(_ingest(single, tmp / "s"))
     assert "applied" in out
-    yield url, single, tmp / "c"
+    yield url, single, tmp
     drop_database(server_dsn, single)
 
 
@@ -226,22 +226,16 @@ def test_ingestion_writes_what_a_single_server_writes(kb: tuple[str, str, Path])
 
 
 def test_a_new_version_replaces_the_old_in_one_transaction(kb: tuple[str, str, Path]) -> None:
-    url, _, root = kb
-    path = root / "hr" / "leave.md"
-    path.write_text(
-        "# Leave policy\n\nEmployees receive twenty-five days of paid leave.\n\n"
-        "## Parental leave\n\nSixteen weeks, paid in full.\n",
-        encoding="utf-8",
-    )
-
-    async def reingest() -> None:
-        async with open_database(load_settings(), dsn=url, max_size=2) as db:
-            summary = await Ingestor(db.pool, HashEmbedder("hash/384"), collection="hr").run(
-                [root / "hr"]
-            )
-            assert not summary.failures, summary.failures
-
-    asyncio.run(reingest())
+    """The changed file on both sides (later tests compare them): the cluster holds the new
+    version only, and its per-language sums lost the old one's vectors."""
+    url, single, tmp = kb
+    for side, dsn in (("c", url), ("s", single)):
+        (tmp / side / "hr" / "leave.md").write_text(
+            "# Leave policy\n\nEmployees receive twenty-five days of paid leave.\n\n"
+            "## Parental leave\n\nSixteen weeks, paid in full.\n",
+            encoding="utf-8",
+        )
+        asyncio.run(_reingest(dsn, tmp / side / "hr"))
     with psycopg.connect(url) as conn:
         contents = conn.execute(
             "SELECT string_agg(c.content, ' ') FROM pgrag.chunks c"
@@ -256,6 +250,13 @@ def test_a_new_version_replaces_the_old_in_one_transaction(kb: tuple[str, str, P
         ).fetchall()
     assert contents and "twenty-five" in contents[0] and "twenty days" not in contents[0]
     assert sums and all(n == count for _, n, count in sums), sums  # old version subtracted
+    assert _counts(url) == _counts(single)
+
+
+async def _reingest(dsn: str, folder: Path) -> None:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        summary = await Ingestor(db.pool, HashEmbedder("hash/384"), collection="hr").run([folder])
+        assert not summary.failures, summary.failures
 
 
 def _semantic(url: str, query: str, collection: str, filters: str) -> list[tuple[str, float]]:
