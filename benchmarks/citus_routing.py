@@ -2,14 +2,14 @@
 
 Loads the same rows (COLLECTIONS collections x CHUNKS chunks, DIMS-dimension random
 vectors, an HNSW index per embedding set, the GIN tsvector index) into a plain database on
-the coordinator and into one distributed by collection (the schema changes of
-tests/support/citus_schema_*.sql), then times per query, p50/p95 over REPEAT runs:
+the coordinator (PGRAG_DISTRIBUTED=false) and into one distributed by collection
+(PGRAG_DISTRIBUTED=true), then times per query, p50/p95 over REPEAT runs:
 
 - `knn scoped`: the 10 nearest of one collection. By collection: one shard. By document,
   it would be the `knn fan-out` line: every shard searched, top-k merged on the coordinator.
 - `fts scoped` / `fts fan-out`: the same for a full-text match count.
 
-Plain SQL, not pgrag's search functions (Citus refuses those, docs/scale-out.md). Builds
+Plain SQL, not pgrag's search functions (the key's cost, not the ranking's). Builds
 Citus the first time like the tests do (cached). About 2 minutes on 2 cores.
 
     python benchmarks/citus_routing.py [--chunks 5000]
@@ -28,28 +28,11 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pgrag.db import distributed, migrations
-from tests.support.citus import apply_schema_changes, citus_cluster
+from tests.support.citus import citus_cluster, migrate
 
 COLLECTIONS = 4
 DIMS = 384
 REPEAT = 40
-
-
-async def _migrate(dsn: str) -> None:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    try:
-        await migrations.migrate(conn, distributed=False)
-    finally:
-        await conn.close()
-
-
-async def _distribute(dsn: str) -> None:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    try:
-        await distributed.distribute(conn)
-    finally:
-        await conn.close()
 
 
 def load(conn: psycopg.Connection, chunks: int) -> float:
@@ -77,15 +60,9 @@ def load(conn: psycopg.Connection, chunks: int) -> float:
         " || CASE WHEN random() < 0.05 THEN ' vacation' ELSE '' END, '\\x00', 5, 0, 5, 'en'"
         " FROM pgrag.documents d, generate_series(1, 10) o"
     )
-    has_col = conn.execute(
-        "SELECT count(*) FROM pg_attribute WHERE attrelid = 'pgrag.embeddings'::regclass"
-        " AND attname = 'collection_id'"
-    ).fetchone()
-    cols = "collection_id, " if has_col and has_col[0] else ""
-    vals = "c.collection_id, " if cols else ""
     conn.execute(
-        f"INSERT INTO pgrag.embeddings ({cols}set_id, chunk_id, embedding, lang)"
-        f" SELECT {vals}es.id, c.id,"
+        "INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang)"
+        f" SELECT c.collection_id, es.id, c.id,"
         f" (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, {DIMS} + c.id * 0)),"
         " 'en' FROM pgrag.chunks c JOIN pgrag.embedding_sets es"
         " ON es.collection_id = c.collection_id"
@@ -116,13 +93,8 @@ def main() -> None:
     with citus_cluster(workers=2) as cluster:
         print(f"cluster: build (cached) + start {time.monotonic() - t0:.1f}s")
         single, dist = cluster.create_database("single"), cluster.create_database("dist")
-        asyncio.run(_migrate(single))
-        asyncio.run(_migrate(dist))
-        with psycopg.connect(dist, autocommit=True) as conn:
-            apply_schema_changes(conn, "before")
-        asyncio.run(_distribute(dist))
-        with psycopg.connect(dist, autocommit=True) as conn:
-            apply_schema_changes(conn, "after")
+        asyncio.run(migrate(single, False))
+        asyncio.run(migrate(dist, True))
         q = "[" + ",".join("0.1" if i % 3 else "-0.2" for i in range(DIMS)) + "]"
         knn = (
             f"SELECT chunk_id FROM pgrag.embeddings WHERE set_id = %s {{scope}}"

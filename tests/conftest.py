@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -150,3 +151,13 @@ def anyio_backend() -> str:
 
 def pgrag_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "pgrag", *args]
+
+
+@pytest.fixture(scope="session")
+def citus() -> Iterator[Any]:
+    """A Citus coordinator + 2 workers for the run (tests/support/citus.py), shared by the
+    test_citus*.py modules. Never skipped: a machine that cannot build it fails here."""
+    from tests.support.citus import citus_cluster
+
+    with citus_cluster(workers=2) as cluster:
+        yield cluster

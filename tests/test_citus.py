@@ -1,22 +1,20 @@
 """pgrag on a real local Citus cluster (a coordinator and two workers, built from the
-vendored source by tests/support/citus.py): what works today, and proof of what blocks the
-distributed mode (issue 16, docs/scale-out.md).
+vendored source by tests/support/citus.py), issue 16 and docs/scale-out.md.
 
-- On a Citus coordinator with PGRAG_DISTRIBUTED unset, migrate keeps the tables local
-  and every search mode returns what a single server returns for the same folder.
-- PGRAG_DISTRIBUTED=true refuses with the exact list of blockers, read from the catalogue.
-- With the schema changes of tests/support/citus_schema_*.sql (not migrations: they change
-  single-server mode), `distribute()` co-locates the large tables by collection, a
-  collection-scoped kNN and full-text query is routed to one shard using the shard's HNSW
-  and GIN indexes, and an unscoped one fans out; pgrag's LANGUAGE sql search functions are
-  refused by Citus there, which is the blocker the ranking functions have to lift.
+- `PGRAG_DISTRIBUTED=true pgrag migrate` distributes the schema of migration 0018 by
+  collection (reference tables for the small ones, co-located shards for the large ones);
+  a schema with something Citus refuses is named and left alone.
+- A folder ingested there (one transaction per document version) holds the same rows and
+  per-language sums as on a single server; every search mode scoped to a collection
+  returns what a single server returns, routed to one shard with its HNSW/GIN index.
+- With PGRAG_DISTRIBUTED=false the tables stay local and every search mode works.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import re
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgrag.db import distributed, migrations
+from pgrag.db import distributed
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.errors import DatabaseError
@@ -32,9 +30,8 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.support.citus import CitusCluster, apply_schema_changes, citus_cluster
-
-_names = itertools.count()
+from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.citus import CitusCluster, explain, fresh_database, migrate, task_count
 
 FOLDERS: dict[str, dict[str, str]] = {
     "legal": {
@@ -62,18 +59,6 @@ SEARCHES: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture(scope="session")
-def citus() -> Iterator[CitusCluster]:
-    """Build Citus once per machine (cached), start a coordinator + 2 workers for the run.
-    Never skipped: a machine that cannot build it fails here with the reason."""
-    with citus_cluster(workers=2) as cluster:
-        yield cluster
-
-
-def _fresh(citus: CitusCluster) -> str:
-    return citus.create_database(f"pgrag_citus_{next(_names)}")
-
-
 async def _ingest(dsn: str, tmp: Path) -> None:
     provider = HashEmbedder("hash/384")
     async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
@@ -86,12 +71,14 @@ async def _ingest(dsn: str, tmp: Path) -> None:
             assert not summary.failures, summary.failures
 
 
-async def _results(dsn: str) -> list[list[tuple[str, float]]]:
+async def _results(
+    dsn: str, searches: list[dict[str, Any]] = SEARCHES
+) -> list[list[tuple[str, float]]]:
     provider = HashEmbedder("hash/384")
     out = []
     async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
         service = SearchService(db.pool, provider)
-        for kw in SEARCHES:
+        for kw in searches:
             page = await service.search(SearchRequest(max_tokens=25000, limit=10, **kw))
             out.append([(h.path, round(h.score, 6)) for h in page.data.results])
     return out
@@ -107,11 +94,12 @@ def test_cluster_runs_a_coordinator_and_two_workers(citus: CitusCluster) -> None
     assert sorted(r[0] for r in rows) == sorted(citus.worker_ports)
 
 
-def test_on_a_coordinator_every_search_mode_matches_a_single_server(
-    citus: CitusCluster, dsn: str, tmp_path: Path
+def test_distributed_false_keeps_tables_local_and_every_mode_works(
+    citus: CitusCluster, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Unset PGRAG_DISTRIBUTED + citus: tables stay local, pgrag works unchanged."""
-    coordinator = _fresh(citus)
+    """PGRAG_DISTRIBUTED=false on a coordinator: ordinary tables, pgrag unchanged."""
+    monkeypatch.setenv("PGRAG_DISTRIBUTED", "false")
+    coordinator = fresh_database(citus)
     asyncio.run(_ingest(coordinator, tmp_path / "c"))
     asyncio.run(_ingest(dsn, tmp_path / "s"))
     with psycopg.connect(coordinator) as conn:
@@ -121,243 +109,212 @@ def test_on_a_coordinator_every_search_mode_matches_a_single_server(
     assert on_citus == single
 
 
-async def _migrate(dsn: str, mode: bool | None) -> None:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    try:
-        await migrations.migrate(conn, distributed=mode)
-    finally:
-        await conn.close()
+def _cli_migrate(url: str) -> str:
+    """`PGRAG_DISTRIBUTED=true pgrag migrate`, as a user runs it."""
+    env = {**os.environ, "PGRAG_DISTRIBUTED": "true"}
+    proc = subprocess.run(
+        pgrag_cmd("--database-url", url, "migrate"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
 
 
-def test_distributed_true_names_every_blocker(citus: CitusCluster) -> None:
-    url = _fresh(citus)
+def test_a_blocker_stops_distributed_true_and_nothing_is_half_done(citus: CitusCluster) -> None:
+    url = fresh_database(citus)
+    asyncio.run(migrate(url, False))
+    with psycopg.connect(url, autocommit=True) as conn:  # something Citus would refuse
+        conn.execute(
+            "CREATE TRIGGER units_audit BEFORE INSERT ON pgrag.units"
+            " FOR EACH ROW EXECUTE FUNCTION pgrag.embedding_lang()"
+        )
     with pytest.raises(DatabaseError) as exc:
-        asyncio.run(_migrate(url, True))
-    msg = str(exc.value)
-    for expected in (
-        "pgrag.units has no collection_id column",
-        "pgrag.embeddings has no collection_id column",
-        "primary key documents_pkey PRIMARY KEY (id) lacks collection_id",
-        "pgrag.documents: trigger documents_changed",
-        "pgrag.units: row-security policy scoped has a subquery",
-        "collections_active_set_fk",
-        "parameterised LANGUAGE sql function",
-    ):
-        assert expected in msg, msg
-    with psycopg.connect(url) as conn:  # nothing half-done
+        asyncio.run(migrate(url, True))
+    assert "1 blockers" in str(exc.value) and "pgrag.units: trigger units_audit" in str(exc.value)
+    with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM pg_dist_partition").fetchone() == (0,)
+        conn.execute("DROP TRIGGER units_audit ON pgrag.units")
+    asyncio.run(migrate(url, True))
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_dist_partition").fetchone() == (8,)
 
 
 def test_distributed_true_without_citus_is_refused(empty_dsn: str) -> None:
     with pytest.raises(DatabaseError, match="citus extension is not installed"):
-        asyncio.run(_migrate(empty_dsn, True))
-
-
-DIMS = 8
-
-
-def _vec(i: int) -> str:
-    return "[" + ",".join(str(((i * 7 + k * 13) % 17) / 17 - 0.4) for k in range(DIMS)) + "]"
+        asyncio.run(migrate(empty_dsn, True))
 
 
 @pytest.fixture(scope="module")
-def distributed_dsn(citus: CitusCluster) -> str:
-    """A database distributed by collection after the schema changes pgrag still needs."""
-    url = _fresh(citus)
-    asyncio.run(_migrate(url, None))
-    with psycopg.connect(url, autocommit=True) as conn:
-        apply_schema_changes(conn, "before")
-    conn_async = asyncio.run(_blockers_then_distribute(url))
-    assert all("LANGUAGE sql function" in b for b in conn_async), conn_async
-    with psycopg.connect(url, autocommit=True) as conn:
-        apply_schema_changes(conn, "after")
-        conn.execute("INSERT INTO pgrag.collections (name) VALUES ('a'), ('b'), ('c')")
-        conn.execute(
-            "INSERT INTO pgrag.embedding_sets (collection_id, model, dimensions, state)"
-            " SELECT id, 'hash/8', %s, 'active' FROM pgrag.collections",
-            (DIMS,),
-        )
-        conn.execute(
-            "UPDATE pgrag.collections c SET active_set_id = es.id"
-            " FROM pgrag.embedding_sets es WHERE es.collection_id = c.id"
-        )
-        conn.execute(
-            "INSERT INTO pgrag.documents (collection_id, path, name, file_type, status)"
-            " SELECT c.id, 'd' || i || '.md', 'd' || i, 'md', 'ready'"
-            " FROM pgrag.collections c, generate_series(1, 40) i"
-        )
-        conn.execute(
-            "INSERT INTO pgrag.chunks (document_id, collection_id, ordinal, content,"
-            " content_hash, token_count, char_start, char_end, lang)"
-            " SELECT d.id, d.collection_id, o, 'contract signing ' || d.path || ' part ' || o"
-            "   || CASE WHEN o % 5 = 0 THEN ' vacation' ELSE '' END,"
-            " '\\x00', 6, 0, 10, 'en' FROM pgrag.documents d, generate_series(1, 10) o"
-        )
-        rows = conn.execute("SELECT collection_id, id FROM pgrag.chunks").fetchall()
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang)"
-                " SELECT %s, es.id, %s, %s::vector, 'en' FROM pgrag.embedding_sets es"
-                " WHERE es.collection_id = %s",
-                [(cid, chunk, _vec(chunk), cid) for cid, chunk in rows],
-            )
-        for (set_id,) in conn.execute("SELECT id FROM pgrag.embedding_sets").fetchall():
-            conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (set_id,))
-        conn.execute("ANALYZE")
-    return url
+def kb(
+    citus: CitusCluster,
+    server_dsn: str,
+    template_dsn: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str, Path]]:
+    """FOLDERS ingested into a cluster database distributed by `pgrag migrate` and into a
+    single server: (cluster url, single-server url, the folders: c/ and s/ under it)."""
+    url = fresh_database(citus)
+    out = _cli_migrate(url)
+    single = create_database(server_dsn)
+    tmp = tmp_path_factory.mktemp("kb")
+    asyncio.run(_ingest(url, tmp / "c"))
+    asyncio.run(_ingest(single, tmp / "s"))
+    assert "applied" in out
+    yield url, single, tmp
+    drop_database(server_dsn, single)
 
 
-async def _blockers_then_distribute(url: str) -> list[str]:
-    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-    try:
-        found = await distributed.blockers(conn)
-        await distributed.distribute(conn)
-        await distributed.distribute(conn)  # idempotent
-        return found
-    finally:
-        await conn.close()
-
-
-def _plan(url: str, sql: str, params: tuple[Any, ...] = (), all_tasks: bool = True) -> str:
-    """EXPLAIN (every task shown for a routed query, one of them for a fan-out); index use
-    forced by SET LOCAL, which Citus passes to the workers (a plain session SET, like
-    hnsw.ef_search, does not reach them)."""
+def test_pgrag_migrate_distributes_by_collection(kb: tuple[str, str, Path]) -> None:
+    url = kb[0]
     with psycopg.connect(url) as conn:
-        conn.execute("SET citus.propagate_set_commands = 'local'")
-        conn.execute("SELECT set_config('citus.explain_all_tasks', %s, true)", (str(all_tasks),))
-        conn.execute("SET LOCAL enable_seqscan = off")
-        rows = conn.execute(f"EXPLAIN (COSTS OFF) {sql}", params).fetchall()
-    return "\n".join(r[0] for r in rows)
-
-
-def _task_count(plan: str) -> int:
-    m = re.search(r"Task Count: (\d+)", plan)
-    assert m, plan
-    return int(m.group(1))
-
-
-def test_tables_are_colocated_by_collection(distributed_dsn: str) -> None:
-    with psycopg.connect(distributed_dsn) as conn:
         rows = dict(
             conn.execute(
                 "SELECT logicalrelid::regclass::text, partmethod::text || ':' || colocationid"
                 " FROM pg_dist_partition"
             ).fetchall()
         )
-        asyncio.run(_migrate(distributed_dsn, None))  # a re-run sees it distributed
+        left = conn.execute(distributed.SQL_FUNCTION_SQL, distributed._params()).fetchall()
+        keys = conn.execute(
+            "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conname IN ('documents_pkey', 'chunks_pkey') ORDER BY 1"
+        ).fetchall()
     kinds = {t: v.split(":")[0] for t, v in rows.items()}
     assert kinds["pgrag.collections"] == kinds["pgrag.embedding_sets"] == "n"
     big = [f"pgrag.{t}" for t in distributed.DISTRIBUTED_TABLES]
     assert {kinds[t] for t in big} == {"h"}
-    assert len({rows[t] for t in big}) == 1, rows
+    assert len({rows[t] for t in big}) == 1, rows  # one co-location group
+    assert left == []  # every parameterised SQL function over them is PL/pgSQL now
+    assert [k[1] for k in keys] == ["PRIMARY KEY (id, collection_id)"] * 2
+    _cli_migrate(url)  # a re-run finds it distributed and changes nothing
 
 
-def test_collection_scoped_knn_runs_on_one_shard_with_hnsw(distributed_dsn: str) -> None:
-    q = _vec(3)
-    scoped = _plan(
-        distributed_dsn,
-        f"SELECT chunk_id FROM pgrag.embeddings WHERE collection_id = 1 AND set_id = 1"
-        f" ORDER BY embedding::vector({DIMS}) <=> %s::vector LIMIT 5",
-        (q,),
-    )
-    assert _task_count(scoped) == 1, scoped
-    assert "Index Scan using embeddings_hnsw_1_" in scoped, scoped
-    everywhere = _plan(
-        distributed_dsn,
-        f"SELECT chunk_id FROM pgrag.embeddings WHERE set_id = 1"
-        f" ORDER BY embedding::vector({DIMS}) <=> '{q}'::vector LIMIT 5",
-        all_tasks=False,
-    )
-    assert _task_count(everywhere) == 32, everywhere  # citus.shard_count: every shard
-    assert "Index Scan using embeddings_hnsw_1_" in everywhere
-
-
-def test_collection_scoped_full_text_runs_on_one_shard_with_gin(distributed_dsn: str) -> None:
-    plan = _plan(
-        distributed_dsn,
-        "SELECT id FROM pgrag.chunks WHERE collection_id = 2"
-        " AND tsv @@ to_tsquery('pgrag.search', 'vacation')",
-    )
-    assert _task_count(plan) == 1, plan
-    fanned = _plan(
-        distributed_dsn,
-        "SELECT id FROM pgrag.chunks WHERE tsv @@ to_tsquery('pgrag.search', 'vacation')",
-        all_tasks=False,
-    )
-    assert "chunks_tsv_idx" in fanned, fanned
-    assert _task_count(fanned) == 32
-
-
-def test_knn_over_shards_equals_exact_order(distributed_dsn: str) -> None:
-    """Per-shard HNSW + merge on the coordinator returns the exact nearest neighbours."""
-    q = _vec(11)
-    with psycopg.connect(distributed_dsn) as conn:
-        got = conn.execute(
-            f"SELECT chunk_id FROM pgrag.embeddings WHERE collection_id = 1 AND set_id = 1"
-            f" ORDER BY embedding::vector({DIMS}) <=> %s::vector, chunk_id LIMIT 10",
-            (q,),
+def _counts(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows per collection of each large table, and the per-language sums."""
+    out = {}
+    with psycopg.connect(url) as conn:
+        for table in ("documents", "units", "sheet_rows", "chunks", "embeddings"):
+            out[table] = conn.execute(
+                f"SELECT c.name, count(*) FROM pgrag.{table} t"
+                " JOIN pgrag.collections c ON c.id = t.collection_id GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        out["language_sums"] = conn.execute(
+            "SELECT c.name, ls.lang, sum(ls.n), sum(ls.documents) FROM pgrag.language_sums ls"
+            " JOIN pgrag.collections c ON c.id = ls.collection_id"
+            " GROUP BY 1, 2 HAVING sum(ls.documents) <> 0 ORDER BY 1, 2"
         ).fetchall()
-        exact = conn.execute(
-            "SELECT chunk_id FROM (SELECT chunk_id, embedding <=> %s::vector AS d"
-            " FROM pgrag.embeddings WHERE collection_id = 1 AND set_id = 1 OFFSET 0) s"
-            " ORDER BY d, chunk_id LIMIT 10",
-            (q,),
-        ).fetchall()
-    assert got == exact
+    return out
 
 
-def test_pgrag_sql_search_functions_are_refused_on_distributed_tables(
-    distributed_dsn: str,
-) -> None:
-    """The blocker for search: Citus cannot plan parameterised LANGUAGE sql functions
-    over distributed tables; the ranking functions must change (docs/scale-out.md)."""
-    with (
-        psycopg.connect(distributed_dsn) as conn,
-        pytest.raises(psycopg.errors.FeatureNotSupported, match="SQL functions"),
-    ):
-        conn.execute(
-            "SELECT * FROM pgrag.regex_search('vacation', 5, ARRAY[1]::bigint[])"
-        ).fetchall()
+def test_ingestion_writes_what_a_single_server_writes(kb: tuple[str, str, Path]) -> None:
+    """Units, chunks, embeddings (with the chunk's language and document) and per-language
+    sums, all written with the collection's id by the ingest code (no trigger on Citus)."""
+    url, single, _ = kb
+    assert _counts(url) == _counts(single)
+    with psycopg.connect(url) as conn:
+        wrong = conn.execute(
+            "SELECT count(*) FROM pgrag.embeddings e JOIN pgrag.chunks c"
+            " ON c.collection_id = e.collection_id AND c.id = e.chunk_id"
+            " WHERE e.document_id IS DISTINCT FROM c.document_id"
+            " OR e.lang IS DISTINCT FROM coalesce(c.lang, 'und')"
+        ).fetchone()
+    assert wrong == (0,)
 
 
-def test_a_large_tenant_is_isolated_to_its_own_shards(distributed_dsn: str) -> None:
-    """`isolate_tenant_to_new_shard` moves one collection's co-located shards apart (the
-    answer to "one collection cannot spread" with the collection key); searches still work."""
-    with psycopg.connect(distributed_dsn, autocommit=True) as conn:
-        before = conn.execute("SELECT count(*) FROM pgrag.chunks WHERE collection_id = 3")
-        n = before.fetchone()
-        conn.execute(
-            "SELECT isolate_tenant_to_new_shard('pgrag.documents', 3, 'CASCADE',"
-            " shard_transfer_mode => 'block_writes')"
+def test_a_new_version_replaces_the_old_in_one_transaction(kb: tuple[str, str, Path]) -> None:
+    """The changed file on both sides (later tests compare them): the cluster holds the new
+    version only, and its per-language sums lost the old one's vectors."""
+    url, single, tmp = kb
+    for side, dsn in (("c", url), ("s", single)):
+        (tmp / side / "hr" / "leave.md").write_text(
+            "# Leave policy\n\nEmployees receive twenty-five days of paid leave.\n\n"
+            "## Parental leave\n\nSixteen weeks, paid in full.\n",
+            encoding="utf-8",
         )
-        shard = conn.execute(
-            "SELECT get_shard_id_for_distribution_column('pgrag.chunks', 3)"
+        asyncio.run(_reingest(dsn, tmp / side / "hr"))
+    with psycopg.connect(url) as conn:
+        contents = conn.execute(
+            "SELECT string_agg(c.content, ' ') FROM pgrag.chunks c"
+            " JOIN pgrag.documents d ON d.collection_id = c.collection_id AND d.id = c.document_id"
+            " WHERE d.path = 'leave.md'"
         ).fetchone()
-        bounds = conn.execute(
-            "SELECT shardminvalue::bigint = shardmaxvalue::bigint FROM pg_dist_shard"
-            " WHERE shardid = %s",
-            shard,
-        ).fetchone()
-        after = conn.execute("SELECT count(*) FROM pgrag.chunks WHERE collection_id = 3")
-        assert after.fetchone() == n
-        emb_shard = conn.execute(
-            "SELECT get_shard_id_for_distribution_column('pgrag.embeddings', 3)"
-        ).fetchone()
-        assert emb_shard
-        indexes = conn.execute(
-            "SELECT result FROM run_command_on_workers($$SELECT string_agg(\"Name\", ',')"
-            ' FROM citus_shard_indexes_on_worker WHERE "Table" = \'embeddings_'
-            + str(emb_shard[0])
-            + "'$$)"
+        sums = conn.execute(
+            "SELECT s.set_id, s.n, (SELECT count(*) FROM pgrag.embeddings e"
+            "   WHERE e.set_id = s.set_id AND e.collection_id = s.collection_id)"
+            " FROM (SELECT collection_id, set_id, sum(n) AS n FROM pgrag.language_sums"
+            "       GROUP BY 1, 2) s"
         ).fetchall()
-    assert bounds == (True,)  # a shard holding exactly one hash value: that tenant only
-    # the new shard carries the HNSW indexes (the planner may prefer the primary key on a
-    # shard that holds only this tenant: every row matches collection_id there)
-    assert any(r[0] and f"embeddings_hnsw_3_{emb_shard[0]}" in r[0] for r in indexes), indexes
-    plan = _plan(
-        distributed_dsn,
-        f"SELECT chunk_id FROM pgrag.embeddings WHERE collection_id = 3 AND set_id = 3"
-        f" ORDER BY embedding::vector({DIMS}) <=> %s::vector LIMIT 5",
-        (_vec(5),),
-    )
-    assert _task_count(plan) == 1, plan
+    assert contents and "twenty-five" in contents[0] and "twenty days" not in contents[0]
+    assert sums and all(n == count for _, n, count in sums), sums  # old version subtracted
+    assert _counts(url) == _counts(single)
+
+
+async def _reingest(dsn: str, folder: Path) -> None:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        summary = await Ingestor(db.pool, HashEmbedder("hash/384"), collection="hr").run([folder])
+        assert not summary.failures, summary.failures
+
+
+def _semantic(url: str, query: str, collection: str, filters: str) -> list[tuple[str, float]]:
+    vector = asyncio.run(HashEmbedder("hash/384").embed_query(query))
+    with psycopg.connect(url) as conn:
+        cid = conn.execute(
+            "SELECT id FROM pgrag.collections WHERE name = %s", (collection,)
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT d.path, round(s.similarity::numeric, 6)::float8"
+            " FROM pgrag.semantic_candidates(%s::vector, 10, %s::bigint[], %s::jsonb) s"
+            " JOIN pgrag.chunks c ON c.id = s.chunk_id"
+            " JOIN pgrag.documents d ON d.collection_id = c.collection_id AND d.id = c.document_id"
+            " ORDER BY s.similarity DESC, d.path, c.ordinal",
+            (str([float(x) for x in vector]), [cid[0]] if cid else [], filters),
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("query", "collection", "filters"),
+    [
+        ("who signs supplier contracts", "legal", "{}"),
+        ("vacation leave", "hr", "{}"),
+        ("contract review", "legal", '{"folder": "contracts"}'),
+    ],
+)
+def test_scoped_semantic_leg_matches_a_single_server(
+    kb: tuple[str, str, Path], query: str, collection: str, filters: str
+) -> None:
+    url, single, _ = kb
+    got = _semantic(url, query, collection, filters)
+    assert got and got == _semantic(single, query, collection, filters)
+
+
+def test_regex_search_matches_a_single_server(kb: tuple[str, str, Path]) -> None:
+    url, single, _ = kb
+    regex = [s for s in SEARCHES if s["mode"] == "regex"]
+    assert asyncio.run(_results(url, regex)) == asyncio.run(_results(single, regex))
+
+
+def test_keyword_semantic_and_hybrid_search_match_a_single_server(
+    kb: tuple[str, str, Path],
+) -> None:
+    url, single, _ = kb
+    ranked = [s for s in SEARCHES if s["mode"] != "regex"]
+    assert asyncio.run(_results(url, ranked)) == asyncio.run(_results(single, ranked))
+
+
+def test_a_scoped_semantic_leg_is_routed_to_one_shard_with_hnsw(kb: tuple[str, str, Path]) -> None:
+    url = kb[0]
+    with psycopg.connect(url) as conn:
+        set_id, cid, leg = conn.execute(
+            "SELECT es.id, es.collection_id, pgrag.semantic_leg_sql(es.id, es.dimensions,"
+            " true, false, es.collection_id) FROM pgrag.collections c"
+            " JOIN pgrag.embedding_sets es ON es.id = c.active_set_id WHERE c.name = 'legal'"
+        ).fetchone()
+    vector = str([float(x) for x in asyncio.run(HashEmbedder("hash/384").embed_query("contracts"))])
+    literal = leg.replace("$1", f"'{vector}'").replace("$2", "'{}'::jsonb").replace("$3", "10")
+    plan = explain(url, literal)
+    assert task_count(plan) == 1, plan
+    assert f"embeddings_hnsw_{set_id}_" in plan, plan
+    assert cid

@@ -69,10 +69,12 @@ LIMIT %(limit)s
 # are going away anyway. The key-share lock keeps the rest alive until commit.
 INSERT_SQL = """
 WITH live AS (
-    SELECT id FROM pgrag.chunks WHERE id = ANY(%(ids)s) FOR KEY SHARE SKIP LOCKED
+    SELECT id, collection_id, document_id, lang FROM pgrag.chunks
+    WHERE collection_id = %(cid)s AND id = ANY(%(ids)s) FOR KEY SHARE SKIP LOCKED
 )
-INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
-SELECT %(sid)s, e.chunk_id, e.embedding
+INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang, document_id)
+SELECT live.collection_id, %(sid)s, e.chunk_id, e.embedding, coalesce(live.lang, 'und'),
+       live.document_id
 FROM unnest(%(ids)s::bigint[], %(vectors)s::vector[]) AS e(chunk_id, embedding)
 JOIN live ON live.id = e.chunk_id
 ON CONFLICT DO NOTHING
@@ -178,7 +180,12 @@ class _Run:
     async def _embed_batch(self, rows: list[tuple[int, str | None, str]]) -> int:
         texts = [embed_text(heading, content) for _, heading, content in rows]
         vectors, computed = await embed_passages_cached(self.conn, self.provider, texts)
-        params = {"sid": self.result.set_id, "ids": [r[0] for r in rows], "vectors": list(vectors)}
+        params = {
+            "cid": self.collection_id,
+            "sid": self.result.set_id,
+            "ids": [r[0] for r in rows],
+            "vectors": list(vectors),
+        }
         async with self.conn.transaction():
             added = (await self.conn.execute(INSERT_SQL, params)).rowcount
         self.result.embedded += computed

@@ -34,7 +34,7 @@ WITH ranked AS (
            r.chunk_id, r.document_id, r.matches, r.total_candidates
     FROM pgrag.regex_search(%(pattern)s, 2147483647, %(collection_ids)s, %(filters)s, 0) r
     JOIN pgrag.chunks c ON c.id = r.chunk_id
-    JOIN pgrag.documents d ON d.id = r.document_id
+    JOIN pgrag.documents d ON d.id = r.document_id AND d.collection_id = c.collection_id
 )"""
 
 REGEX_SQL = (
@@ -84,8 +84,9 @@ SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author
               (c.char_end - greatest(c.char_start - %(margin)s, 0)) + %(margin)s) AS window,
        length(u.body) AS body_len, c.lang
 FROM pgrag.chunks c
-JOIN pgrag.documents d ON d.id = c.document_id
-LEFT JOIN pgrag.units u ON u.id = c.unit_id
+-- joined on collection_id too: on Citus, the shard a chunk, its document and unit share
+JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
+LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_id
 WHERE c.id = ANY(%(ids)s)
 """
 

@@ -98,7 +98,8 @@ MARK_PROCESSING_SQL = """
 INSERT INTO pgrag.documents (collection_id, path, folder, name, file_type, status, progress, metadata)
 VALUES (%(cid)s, %(path)s, %(folder)s, %(name)s, %(file_type)s, 'processing', 0, %(metadata)s)
 ON CONFLICT (collection_id, path) DO UPDATE
-   SET status = 'processing', progress = 0, error_code = NULL, error_detail = NULL, updated_at = now()
+   SET status = 'processing', progress = 0, error_code = NULL, error_detail = NULL,
+       updated_at = EXCLUDED.updated_at  -- now(), which Citus refuses here (not immutable)
 RETURNING id
 """
 
@@ -111,7 +112,7 @@ UPDATE pgrag.documents
  WHERE id = %(id)s
 """
 
-LOCK_SQL = "SELECT id FROM pgrag.documents WHERE id = %s FOR UPDATE"
+LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
 # Key share on the collection row: a reindex switch (FOR UPDATE) waits for this write and
 # embeds its chunks into the new set, or has already switched and this write sees it.
 ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR KEY SHARE"
@@ -132,17 +133,20 @@ class EmbeddingSetChanged(PgragError):
         self.active_set_id = active_set_id
 
 
-DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE document_id = %s"
-DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE document_id = %s"
+# every statement of a version names its collection: on Citus, the one shard it runs on
+DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE collection_id = %s AND document_id = %s"
+DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE collection_id = %s AND document_id = %s"
+# the per-language vector sums (sql/functions/30_semantic.sql; a no-op where triggers keep them)
+LANGUAGE_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, %s, %s)"
 
 INSERT_UNITS_SQL = """
-INSERT INTO pgrag.units (document_id, kind, number, title, body, meta)
-SELECT %s, kind, number, title, body, meta
+INSERT INTO pgrag.units (collection_id, document_id, kind, number, title, body, meta)
+SELECT %s, %s, kind, number, title, body, meta
 FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[]) AS u(kind, number, title, body, meta)
 RETURNING id, kind, number
 """
 
-COPY_ROWS_SQL = "COPY pgrag.sheet_rows (unit_id, row_number, cells) FROM STDIN"
+COPY_ROWS_SQL = "COPY pgrag.sheet_rows (collection_id, unit_id, row_number, cells) FROM STDIN"
 
 INSERT_CHUNKS_SQL = """
 INSERT INTO pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,
@@ -160,8 +164,9 @@ RETURNING id, ordinal
 """
 
 INSERT_EMBEDDINGS_SQL = """
-INSERT INTO pgrag.embeddings (set_id, chunk_id, embedding)
-SELECT %s, chunk_id, embedding FROM unnest(%s::bigint[], %s::vector[]) AS e(chunk_id, embedding)
+INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang, document_id)
+SELECT %s, %s, chunk_id, embedding, coalesce(lang, 'und'), %s
+FROM unnest(%s::bigint[], %s::vector[], %s::text[]) AS e(chunk_id, embedding, lang)
 """
 
 FINISH_SQL = """
@@ -171,7 +176,7 @@ UPDATE pgrag.documents
        created_at = %(created)s, modified_at = %(modified)s, outline = %(outline)s,
        metadata = %(metadata)s, status = 'ready', progress = 100, error_code = NULL,
        error_detail = NULL, ingested_at = now(), updated_at = now()
- WHERE id = %(id)s
+ WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
 REMOVE_MISSING_SQL = """
@@ -239,97 +244,48 @@ async def mark_failed(
     )
 
 
-async def write_version(
-    conn: psycopg.AsyncConnection,
-    *,
-    document_id: UUID,
-    collection_id: int,
-    set_id: int,
-    fields: DocumentFields,
-    units: Sequence[UnitIn],
-    chunks: list[ChunkRow],
-    vectors: np.ndarray,
-) -> bool:
-    """Replace the document's units, chunks and embeddings in one transaction. False, with
-    nothing written, when the document was deleted meanwhile (e.g. by the REST API while
-    its new version was being embedded); EmbeddingSetChanged, with nothing written, when a
-    reindex switched the collection to another model meanwhile."""
-    async with conn.transaction():
-        if await (await conn.execute(LOCK_SQL, (document_id,))).fetchone() is None:
-            return False
-        row = await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone()
-        active = row[0] if row is not None else None
-        if active != set_id:
-            raise EmbeddingSetChanged(active)
-        await conn.execute(DELETE_CHUNKS_SQL, (document_id,))
-        await conn.execute(DELETE_UNITS_SQL, (document_id,))
-        unit_ids = await _insert_units(conn, document_id, units)
-        await _copy_sheet_rows(conn, unit_ids, units)
-        if chunks:
-            chunk_ids = await _insert_chunks(conn, document_id, collection_id, unit_ids, chunks)
-            await conn.execute(INSERT_EMBEDDINGS_SQL, (set_id, chunk_ids, list(vectors)))
-        await conn.execute(
-            FINISH_SQL,
-            {
-                "id": document_id,
-                "folder": fields.folder,
-                "name": fields.name,
-                "file_type": fields.file_type,
-                "size": fields.size_bytes,
-                "hash": fields.content_hash,
-                "title": fields.title,
-                "author": fields.author,
-                "created": fields.created_at,
-                "modified": fields.modified_at,
-                "outline": Jsonb(fields.outline),
-                "metadata": Jsonb(fields.metadata),
-            },
-        )
-    return True
-
-
-async def _insert_units(
-    conn: psycopg.AsyncConnection, document_id: UUID, units: Sequence[UnitIn]
+async def _write_units(
+    conn: psycopg.AsyncConnection, collection_id: int, document_id: UUID, units: Sequence[UnitIn]
 ) -> list[int]:
-    """The units' ids, in the order of `units`."""
-    if not units:
-        return []
-    cur = await conn.execute(
-        INSERT_UNITS_SQL,
-        (
-            document_id,
-            [u.kind for u in units],
-            [u.number for u in units],
-            [u.title for u in units],
-            [u.body for u in units],
-            [Jsonb(u.meta) for u in units],
-        ),
-    )
-    by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
-    return [by_key[(u.kind, u.number)] for u in units]
-
-
-async def _copy_sheet_rows(
-    conn: psycopg.AsyncConnection, unit_ids: list[int], units: Sequence[UnitIn]
-) -> None:
-    """Every sheet's rows, row 1 first, by COPY."""
+    """Insert a version's units and their sheet rows; the units' ids, in order."""
+    unit_ids: list[int] = []
+    if units:
+        cur = await conn.execute(
+            INSERT_UNITS_SQL,
+            (
+                collection_id,
+                document_id,
+                [u.kind for u in units],
+                [u.number for u in units],
+                [u.title for u in units],
+                [u.body for u in units],
+                [Jsonb(u.meta) for u in units],
+            ),
+        )
+        by_key = {(kind, number): uid for uid, kind, number in await cur.fetchall()}
+        unit_ids = [by_key[(u.kind, u.number)] for u in units]
     sheet_units = [(uid, u) for uid, u in zip(unit_ids, units, strict=True) if u.rows]
-    if not sheet_units:
-        return
-    async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
-        for uid, u in sheet_units:
-            for n, cells in enumerate(u.rows or [], start=1):
-                await copy.write_row((uid, n, cells))
+    if sheet_units:
+        async with conn.cursor() as cur, cur.copy(COPY_ROWS_SQL) as copy:
+            for uid, u in sheet_units:
+                for n, cells in enumerate(u.rows or [], start=1):
+                    await copy.write_row((collection_id, uid, n, cells))
+    return unit_ids
 
 
-async def _insert_chunks(
+async def _write_chunks(
     conn: psycopg.AsyncConnection,
-    document_id: UUID,
-    collection_id: int,
+    ids: tuple[int, UUID, int],
     unit_ids: list[int],
     chunks: list[ChunkRow],
-) -> list[int]:
-    """The chunks' ids, in the order of `chunks` (ordinals 1..n)."""
+    vectors: np.ndarray,
+) -> None:
+    """Insert a version's chunks and their vectors (ids: collection, document, set), and
+    add them to the per-language sums."""
+    collection_id, document_id, set_id = ids
+    if not chunks:
+        return
+    langs = [detect_language(c.draft.content) for c in chunks]
     cur = await conn.execute(
         INSERT_CHUNKS_SQL,
         (
@@ -349,11 +305,64 @@ async def _insert_chunks(
             [c.draft.row_start for c in chunks],
             [c.draft.row_end for c in chunks],
             [c.slide for c in chunks],
-            [detect_language(c.draft.content) for c in chunks],
+            langs,
         ),
     )
     by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
-    return [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+    chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
+    await conn.execute(
+        INSERT_EMBEDDINGS_SQL,
+        (collection_id, set_id, document_id, chunk_ids, list(vectors), langs),
+    )
+    await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
+
+
+async def write_version(
+    conn: psycopg.AsyncConnection,
+    *,
+    document_id: UUID,
+    collection_id: int,
+    set_id: int,
+    fields: DocumentFields,
+    units: Sequence[UnitIn],
+    chunks: list[ChunkRow],
+    vectors: np.ndarray,
+) -> bool:
+    """Replace the document's units, chunks and embeddings in one transaction. False, with
+    nothing written, when the document was deleted meanwhile (e.g. by the REST API while
+    its new version was being embedded); EmbeddingSetChanged, with nothing written, when a
+    reindex switched the collection to another model meanwhile."""
+    async with conn.transaction():
+        if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
+            return False
+        row = await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone()
+        active = row[0] if row is not None else None
+        if active != set_id:
+            raise EmbeddingSetChanged(active)
+        await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, -1))
+        await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
+        await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
+        unit_ids = await _write_units(conn, collection_id, document_id, units)
+        await _write_chunks(conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors)
+        await conn.execute(
+            FINISH_SQL,
+            {
+                "cid": collection_id,
+                "id": document_id,
+                "folder": fields.folder,
+                "name": fields.name,
+                "file_type": fields.file_type,
+                "size": fields.size_bytes,
+                "hash": fields.content_hash,
+                "title": fields.title,
+                "author": fields.author,
+                "created": fields.created_at,
+                "modified": fields.modified_at,
+                "outline": Jsonb(fields.outline),
+                "metadata": Jsonb(fields.metadata),
+            },
+        )
+    return True
 
 
 async def remove_missing(

@@ -10,24 +10,37 @@
 -- Filtered searches need the filter per candidate: as an inlinable expression (no
 -- sub-selects) it costs about a microsecond instead of a SQL-function
 -- call, and with literal filters the planner can use documents_folder_idx.
+-- On the document's columns rather than its row: Citus runs the filter on the shards, where
+-- a row of pgrag.documents is a row of another type (documents_<shard>) and a function
+-- taking the row type is not even created on the workers.
+CREATE OR REPLACE FUNCTION pgrag.document_fields_match(
+    folder text, file_type text, id uuid, modified_at timestamptz, created_at timestamptz,
+    submitter text, author text, tags text[], filters jsonb
+) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (filters ->> 'folder' IS NULL
+            OR folder = filters ->> 'folder'
+            OR folder LIKE replace(replace(replace(filters ->> 'folder', '\', '\\'), '%', '\%'), '_', '\_') || '/%')
+       AND (filters -> 'file_type' IS NULL
+            OR CASE jsonb_typeof(filters -> 'file_type')
+                    WHEN 'array' THEN filters -> 'file_type' ? file_type
+                    ELSE filters ->> 'file_type' = file_type END)
+       AND (filters -> 'document_ids' IS NULL OR filters -> 'document_ids' ? id::text)
+       AND (filters ->> 'date_from' IS NULL
+            OR coalesce(modified_at, created_at) >= (filters ->> 'date_from')::timestamptz)
+       AND (filters ->> 'date_to' IS NULL
+            OR coalesce(modified_at, created_at) <= (filters ->> 'date_to')::timestamptz)
+       AND (filters ->> 'submitter' IS NULL OR submitter = filters ->> 'submitter')
+       AND (filters ->> 'author' IS NULL OR author = filters ->> 'author')
+       AND (filters -> 'tags' IS NULL OR filters -> 'tags' ?| tags)
+$$;
+
+-- The same on a row of pgrag.documents (single server; inlined like the above).
 CREATE OR REPLACE FUNCTION pgrag.document_matches(d pgrag.documents, filters jsonb)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT (filters ->> 'folder' IS NULL
-            OR d.folder = filters ->> 'folder'
-            OR d.folder LIKE replace(replace(replace(filters ->> 'folder', '\', '\\'), '%', '\%'), '_', '\_') || '/%')
-       AND (filters -> 'file_type' IS NULL
-            OR CASE jsonb_typeof(filters -> 'file_type')
-                    WHEN 'array' THEN filters -> 'file_type' ? d.file_type
-                    ELSE filters ->> 'file_type' = d.file_type END)
-       AND (filters -> 'document_ids' IS NULL OR filters -> 'document_ids' ? d.id::text)
-       AND (filters ->> 'date_from' IS NULL
-            OR coalesce(d.modified_at, d.created_at) >= (filters ->> 'date_from')::timestamptz)
-       AND (filters ->> 'date_to' IS NULL
-            OR coalesce(d.modified_at, d.created_at) <= (filters ->> 'date_to')::timestamptz)
-       AND (filters ->> 'submitter' IS NULL OR d.submitter = filters ->> 'submitter')
-       AND (filters ->> 'author' IS NULL OR d.author = filters ->> 'author')
-       AND (filters -> 'tags' IS NULL OR filters -> 'tags' ?| d.tags)
+    SELECT pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
+                                       d.created_at, d.submitter, d.author, d.tags, filters)
 $$;
 
 -- Collections the caller may read: NULL (all) when row-level security does not apply to

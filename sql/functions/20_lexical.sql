@@ -123,11 +123,14 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT c.id, length(c.tsv), '
         '       ARRAY(SELECT ts_rank(''{1,1,1,1}'', c.tsv, t) FROM unnest(%L::tsquery[]) t) '
-        'FROM pgrag.chunks c JOIN pgrag.documents d ON d.id = c.document_id '
+        'FROM pgrag.chunks c '
+        'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
         'WHERE c.tsv @@ %L::tsquery '
         '  AND (%L::bigint[] IS NULL OR c.collection_id = ANY (%L::bigint[])) '
         '  AND (%L::bigint[] IS NULL OR c.collection_id = ANY (%L::bigint[])) '
-        '  AND pgrag.document_matches(d, %L::jsonb) AND NOT (c.id = ANY (%L::bigint[])) '
+        '  AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
+        '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
+        '  AND NOT (c.id = ANY (%L::bigint[])) '
         'LIMIT %s',
         terms, tsq, collection_ids, collection_ids, readable, readable,
         coalesce(filters, '{}'::jsonb), scored, max_rows);
@@ -231,8 +234,12 @@ BEGIN
         SELECT p.id, p.pre FROM presence p
         WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
           AND (filters IS NULL OR filters = '{}'::jsonb
-               OR EXISTS (SELECT 1 FROM pgrag.documents d
-                          WHERE d.id = p.document_id AND pgrag.document_matches(d, filters)))
+               OR p.document_id IN (
+                   SELECT d.id FROM pgrag.documents d
+                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
+                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
+                                                     d.created_at, d.submitter, d.author,
+                                                     d.tags, filters)))
     ),
     -- pass 2: the best by presence get their tsvector read (detoasted once) and every term
     -- ranked; phrase and negation queries are checked here
@@ -263,13 +270,14 @@ BEGIN
     scored AS (
         SELECT x.id, s.score, s.matched, s.matched / norm.idf_sum AS coverage
         FROM scoring x, norm, LATERAL (
-            SELECT sum(norm.idf[i] * f.tf * (bm25_k1 + 1)
-                       / (f.tf + bm25_k1 * (1 - bm25_b + bm25_b * x.len / norm.avglen)))
+            SELECT sum(norm.idf[u.i] * u.tf * (bm25_k1 + 1)
+                       / (u.tf + bm25_k1 * (1 - bm25_b + bm25_b * x.len / norm.avglen)))
                        AS score,
-                   sum(norm.idf[i]) AS matched
-            FROM generate_subscripts(x.r, 1) AS i,
-                 LATERAL (SELECT 1 / (1.6449340668482264 * (1 - x.r[i])) - 0.5 AS tf) f
-            WHERE x.r[i] > 0) s
+                   sum(norm.idf[u.i]) AS matched
+            -- unnest WITH ORDINALITY, not generate_subscripts + LATERAL: Citus 14.0.1
+            -- fails planning the latter ("invalid attnum 3 for relation i")
+            FROM (SELECT t.i, 1 / (1.6449340668482264 * (1 - t.rk)) - 0.5 AS tf
+                  FROM unnest(x.r) WITH ORDINALITY AS t(rk, i) WHERE t.rk > 0) u) s
     ),
     pool AS MATERIALIZED (
         SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.id)::int AS rank

@@ -67,12 +67,19 @@ $$;
 -- has min_documents documents (own_mean), else the mean over every document of the set.
 CREATE OR REPLACE FUNCTION pgrag.language_means(p_set_id bigint, min_documents int DEFAULT 2)
 RETURNS TABLE (lang text, n bigint, documents bigint, mean vector, own_mean boolean)
-LANGUAGE sql STABLE AS $$
+-- plpgsql, not sql: Citus cannot plan a parameterised SQL function over distributed tables
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    -- the set's own collection: one shard on Citus (a value, not a subquery, to route by)
+    cid bigint := (SELECT es.collection_id FROM pgrag.embedding_sets es WHERE es.id = p_set_id);
+BEGIN
+    RETURN QUERY
     WITH s AS (
         SELECT ls.lang, sum(ls.n)::bigint AS n, sum(ls.documents)::bigint AS documents,
                sum(ls.total) AS total
         FROM pgrag.language_sums ls
-        WHERE ls.set_id = p_set_id
+        WHERE ls.collection_id = cid AND ls.set_id = p_set_id
         GROUP BY ls.lang
         HAVING sum(ls.documents) > 0
     ), overall AS (
@@ -83,7 +90,8 @@ LANGUAGE sql STABLE AS $$
                 THEN pgrag.vector_scale(s.total, 1.0 / s.documents)
                 ELSE pgrag.vector_scale(o.total, 1.0 / o.documents) END,
            s.documents >= min_documents AND s.lang <> 'und'
-    FROM s CROSS JOIN overall o
+    FROM s CROSS JOIN overall o;
+END
 $$;
 
 -- Fold a set's (or every set's) running sums into one row per language, and drop the sums
@@ -101,11 +109,11 @@ BEGIN
         WHERE (p_set_id IS NULL OR ls.set_id = p_set_id)
           AND (ls.set_id, ls.lang) IN (SELECT x.set_id, x.lang FROM pgrag.language_sums x
                                        GROUP BY 1, 2 HAVING count(*) > 1)
-        RETURNING ls.set_id, ls.lang, ls.n, ls.documents, ls.total
+        RETURNING ls.collection_id, ls.set_id, ls.lang, ls.n, ls.documents, ls.total
     ), ins AS (
-        INSERT INTO pgrag.language_sums (set_id, lang, n, documents, total)
-        SELECT g.set_id, g.lang, sum(g.n), sum(g.documents), sum(g.total)
-        FROM gone g GROUP BY 1, 2
+        INSERT INTO pgrag.language_sums (collection_id, set_id, lang, n, documents, total)
+        SELECT g.collection_id, g.set_id, g.lang, sum(g.n), sum(g.documents), sum(g.total)
+        FROM gone g GROUP BY 1, 2, 3
         HAVING sum(g.documents) > 0
         RETURNING 1
     )
@@ -118,14 +126,42 @@ $$;
 -- chunks, after re-indexing (its batches split documents), or to shed the rounding of many
 -- incremental updates.
 CREATE OR REPLACE FUNCTION pgrag.recount_language_sums(p_set_id bigint) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE
+    cid bigint := (SELECT es.collection_id FROM pgrag.embedding_sets es WHERE es.id = p_set_id);
+BEGIN
     DELETE FROM pgrag.language_sums WHERE set_id = p_set_id;
-    INSERT INTO pgrag.language_sums (set_id, lang, n, documents, total)
-    SELECT d.set_id, d.lang, sum(d.n), count(*), sum(d.mean)
-    FROM (SELECT e.set_id, e.lang, count(*) AS n, avg(e.embedding) AS mean
-          FROM pgrag.embeddings e WHERE e.set_id = p_set_id
-          GROUP BY e.set_id, e.lang, e.document_id) d
-    GROUP BY d.set_id, d.lang;
+    INSERT INTO pgrag.language_sums (collection_id, set_id, lang, n, documents, total)
+    SELECT d.collection_id, d.set_id, d.lang, sum(d.n), count(*), sum(d.mean)
+    FROM (SELECT e.collection_id, e.set_id, e.lang, count(*) AS n, avg(e.embedding) AS mean
+          FROM pgrag.embeddings e WHERE e.collection_id = cid AND e.set_id = p_set_id
+          GROUP BY e.collection_id, e.set_id, e.lang, e.document_id) d
+    GROUP BY d.collection_id, d.set_id, d.lang;
+END
+$$;
+
+-- Add (p_sign 1) or subtract (-1) one document's vectors to its sets' sums: what the
+-- triggers on pgrag.embeddings do on a single server. Citus runs no such triggers (they
+-- would fire on the worker holding the shard), so there the writer calls this after
+-- inserting a version's vectors and before deleting them; with the triggers in place it
+-- does nothing.
+CREATE OR REPLACE FUNCTION pgrag.write_language_sums(
+    p_collection_id bigint, p_document_id uuid, p_sign int
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'pgrag.embeddings'::regclass
+               AND tgname = 'embeddings_sums_added') THEN
+        RETURN;
+    END IF;
+    INSERT INTO pgrag.language_sums (collection_id, set_id, lang, n, documents, total)
+    SELECT e.collection_id, e.set_id, e.lang, p_sign * count(*), p_sign,
+           CASE WHEN p_sign < 0 THEN pgrag.vector_negate(avg(e.embedding))
+                ELSE avg(e.embedding) END
+    FROM pgrag.embeddings e
+    WHERE e.collection_id = p_collection_id AND e.document_id = p_document_id
+    GROUP BY e.collection_id, e.set_id, e.lang;
+END
 $$;
 
 -- The semantic leg of one embedding set, as SQL text: chunk, cosine distance to $1, the
@@ -133,24 +169,32 @@ $$;
 -- interpolated as integers read from pgrag.embedding_sets, so that the planner matches the
 -- set's partial HNSW index (a bound parameter would not prove the index predicate).
 -- Without document filters ($2) no join is needed: the set belongs to one collection.
--- p_by_language keeps the languages in $4.
+-- p_by_language keeps the languages in $4. p_collection_id (the set's collection) names the
+-- one shard that holds the set on Citus, and keeps every join on it.
 CREATE OR REPLACE FUNCTION pgrag.semantic_leg_sql(
-    p_set_id bigint, p_dimensions int, p_filtered boolean, p_by_language boolean
+    p_set_id bigint, p_dimensions int, p_filtered boolean, p_by_language boolean,
+    p_collection_id bigint DEFAULT NULL
 ) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE AS $$
     SELECT format(
         'SELECT e.chunk_id, (%1$s <=> $1::%2$s) AS distance, e.lang, e.embedding '
         'FROM pgrag.embeddings e %4$s'
-        'WHERE e.set_id = %3$s %5$s%6$s'
+        'WHERE e.set_id = %3$s %5$s%6$s%7$s'
         'ORDER BY %1$s <=> $1::%2$s LIMIT $3',
         pgrag.embedding_expr(p_dimensions),
         CASE WHEN p_dimensions > 2000 THEN format('halfvec(%s)', p_dimensions)
              ELSE format('vector(%s)', p_dimensions) END,
         p_set_id,
-        CASE WHEN p_filtered THEN 'JOIN pgrag.chunks c ON c.id = e.chunk_id '
-                                  'JOIN pgrag.documents d ON d.id = c.document_id ' ELSE '' END,
-        CASE WHEN p_filtered THEN 'AND pgrag.document_matches(d, $2) ' ELSE '' END,
-        CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END)
+        CASE WHEN p_filtered
+             THEN 'JOIN pgrag.chunks c ON c.id = e.chunk_id AND c.collection_id = e.collection_id '
+                  'JOIN pgrag.documents d ON d.id = c.document_id '
+                  'AND d.collection_id = c.collection_id ' ELSE '' END,
+        CASE WHEN p_filtered
+             THEN 'AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
+                  'd.created_at, d.submitter, d.author, d.tags, $2) ' ELSE '' END,
+        CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END,
+        CASE WHEN p_collection_id IS NOT NULL
+             THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)
 $$;
 
 -- Semantic candidates of the active sets of the collections in scope: `similarity` ranks
@@ -190,7 +234,7 @@ BEGIN
     PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
     PERFORM set_config('hnsw.ef_search', greatest(pool_size, 40)::text, true);
     FOR s IN
-        SELECT es.id, es.dimensions
+        SELECT es.id, es.dimensions, es.collection_id
         FROM pgrag.collections col
         JOIN pgrag.embedding_sets es ON es.id = col.active_set_id
         WHERE (collection_ids IS NULL OR col.id = ANY (collection_ids))
@@ -203,7 +247,8 @@ BEGIN
         IF coalesce(array_length(array_positions(m_own, true), 1), 0) < 2 THEN
             RETURN QUERY EXECUTE
                 'SELECT chunk_id, 1 - distance, 0, 1 - distance, lang, false FROM ('
-                || pgrag.semantic_leg_sql(s.id, s.dimensions, filtered, false) || ') leg'
+                || pgrag.semantic_leg_sql(s.id, s.dimensions, filtered, false, s.collection_id)
+                || ') leg'
                 USING query_embedding, coalesce(filters, '{}'::jsonb), pool_size;
             CONTINUE;
         END IF;
@@ -213,7 +258,8 @@ BEGIN
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
              WHERE NOT u.own LIMIT 1),
             (SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents))
-             FROM pgrag.language_sums ls WHERE ls.set_id = s.id));
+             FROM pgrag.language_sums ls
+             WHERE ls.collection_id = s.collection_id AND ls.set_id = s.id));
         ids := '{}'; raws := '{}'; cens := '{}'; langs := '{}'; own_lang := '{}';
         FOR g IN
             SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean,
@@ -232,7 +278,7 @@ BEGIN
                 CASE WHEN g.is_query_lang THEN query_embedding
                      ELSE query_embedding - query_mean END,
                 query_embedding - query_mean, query_embedding, g.mean, g.langs,
-                coalesce(filters, '{}'::jsonb), pool_size) x;
+                coalesce(filters, '{}'::jsonb), pool_size, s.collection_id) x;
         END LOOP;
         -- other languages onto the query language's scale: the linear map that turns the
         -- centred similarities of the query language's own candidates into their cosines
@@ -264,7 +310,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgrag.semantic_language_pool(
     p_set_id bigint, p_dimensions int, p_filtered boolean, probe vector,
     centred_query vector, query_embedding vector, lang_mean vector, langs text[],
-    filters jsonb, pool_size int
+    filters jsonb, pool_size int, p_collection_id bigint DEFAULT NULL
 ) RETURNS TABLE (id bigint, raw float8, cen float8, lang text)
 LANGUAGE plpgsql STABLE ROWS 100 AS $$
 BEGIN
@@ -272,7 +318,8 @@ BEGIN
         'SELECT chunk_id, 1 - (embedding <=> $6), '
         '       -((embedding - $5) <#> $7) / (vector_norm($7) '
         '       * greatest(vector_norm(embedding - $5), 0.3)), lang FROM ('
-        || pgrag.semantic_leg_sql(p_set_id, p_dimensions, p_filtered, true) || ') leg'
+        || pgrag.semantic_leg_sql(p_set_id, p_dimensions, p_filtered, true, p_collection_id)
+        || ') leg'
         USING probe, filters, pool_size, langs, lang_mean, query_embedding, centred_query;
 END
 $$;

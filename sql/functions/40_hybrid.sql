@@ -200,12 +200,13 @@ LANGUAGE sql STABLE AS $$
                                  query_lang, proximity_weight) f
     )
     SELECT r.pos, r.chunk_id,
-           (SELECT c.document_id FROM pgrag.chunks c WHERE c.id = r.chunk_id),
+           c.document_id,
            r.lexical_rank, r.lexical_score::float4, r.semantic_rank, r.semantic_score,
            r.fused_score, r.total,
            coalesce(fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)), r.lexical_share, r.lexical_norm, r.semantic_norm,
            r.semantic_cosine, r.chunk_lang, r.centred, r.lexical_proximity
-    FROM ranked r
+    -- a join, not a correlated subquery: Citus plans it (docs/scale-out.md)
+    FROM ranked r JOIN pgrag.chunks c ON c.id = r.chunk_id
     ORDER BY r.pos
     LIMIT match_count OFFSET match_offset
 $$;

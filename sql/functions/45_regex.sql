@@ -17,10 +17,11 @@ LANGUAGE sql STABLE AS $$
                (SELECT count(*) FROM regexp_matches(c.content, pattern,
                                                     CASE WHEN case_sensitive THEN 'g' ELSE 'gi' END))::int AS n
         FROM pgrag.chunks c
-        JOIN pgrag.documents d ON d.id = c.document_id
+        JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
         WHERE (CASE WHEN case_sensitive THEN c.content ~ pattern ELSE c.content ~* pattern END)
           AND (collection_ids IS NULL OR c.collection_id = ANY (collection_ids))
-          AND pgrag.document_matches(d, filters)
+          AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, d.created_at,
+                                          d.submitter, d.author, d.tags, filters)
     )
     SELECT row_number() OVER (ORDER BY h.n DESC, h.path, h.ordinal)::int, h.id, h.document_id,
            h.n, count(*) OVER ()::int

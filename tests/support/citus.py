@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -159,16 +161,6 @@ def build_citus() -> Path:
                     os.chmod(p, p.stat().st_mode | 0o444)
         os.chmod(final, 0o755)
         return done
-
-
-def apply_schema_changes(conn: Any, step: str) -> None:
-    """Run tests/support/citus_schema_{step}.sql (`before` or `after` distribute()) on a
-    psycopg connection, one statement at a time: Citus sends DDL on a distributed table to
-    the shards as one command and refuses several in one."""
-    path = Path(__file__).parent / f"citus_schema_{step}.sql"
-    text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("--"))
-    for statement in filter(None, (s.strip() for s in text.split(";"))):
-        conn.execute(statement.encode())
 
 
 def _free_port() -> int:
@@ -325,3 +317,45 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def explain(url: str, sql: str, params: tuple[Any, ...] = (), all_tasks: bool = True) -> str:
+    """EXPLAIN on the coordinator (every task shown for a routed query, one of them for a
+    fan-out); index use forced by SET LOCAL, which Citus passes to the workers (a plain
+    session SET, like hnsw.ef_search, does not reach them)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.execute("SET citus.propagate_set_commands = 'local'")
+        conn.execute("SELECT set_config('citus.explain_all_tasks', %s, true)", (str(all_tasks),))
+        conn.execute("SET LOCAL enable_seqscan = off")
+        rows = conn.execute(f"EXPLAIN (COSTS OFF) {sql}".encode(), params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def task_count(plan: str) -> int:
+    """How many shards a distributed plan runs on."""
+    m = re.search(r"Task Count: (\d+)", plan)
+    assert m, plan
+    return int(m.group(1))
+
+
+async def migrate(url: str, mode: bool | None) -> None:
+    """pgrag's migrations with PGRAG_DISTRIBUTED = `mode`."""
+    import psycopg
+
+    from pgrag.db import migrations
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    try:
+        await migrations.migrate(conn, distributed=mode)
+    finally:
+        await conn.close()
+
+
+_databases = itertools.count()
+
+
+def fresh_database(cluster: CitusCluster) -> str:
+    """A new database on every node of the cluster (Citus created, workers registered)."""
+    return cluster.create_database(f"pgrag_citus_{os.getpid()}_{next(_databases)}")
