@@ -157,7 +157,7 @@ DOCUMENTS_COPY = (
     "COPY pgrag.documents (id, collection_id, path, name, file_type, size_bytes, content_hash,"
     " title, status, progress, ingested_at, metadata) FROM STDIN"
 )
-UNITS_COPY = "COPY pgrag.units (document_id, kind, number, title, body) FROM STDIN"
+UNITS_COPY = "COPY pgrag.units (collection_id, document_id, kind, number, title, body) FROM STDIN"
 CHUNKS_COPY = (
     "COPY pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,"
     " content_hash, token_count, char_start, char_end, lang) FROM STDIN"
@@ -257,7 +257,7 @@ def _copy_documents(
             )
     with conn.cursor() as cur, cur.copy(UNITS_COPY) as copy:
         for u, text in zip(uuids, texts, strict=True):
-            copy.write_row((u, "text", 1, None, text))
+            copy.write_row((cid, u, "text", 1, None, text))
 
 
 def _copy_chunks(

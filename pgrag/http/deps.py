@@ -3,13 +3,27 @@ caller's collection scope (set by BearerAuth for this request)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import Depends, Request
+from pydantic import BeforeValidator
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.services.context import AppContext, SharedContext
 from pgrag.services.identity import current_scope
+
+
+def _whole_number(value: object) -> object:
+    """A query string's number is text: "2" is a whole number, "2.0" is not (pydantic's lax
+    mode would take it, and the OpenAPI document promises an integer)."""
+    if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        raise ValueError("must be a whole number")
+    return value
+
+
+# an integer query parameter that refuses "2.0" and "1e3"
+QueryInt = Annotated[int, BeforeValidator(_whole_number)]
 
 
 def shared_context(request: Request) -> SharedContext:

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
 from pgrag.db.scope import scoped_connection
-from pgrag.http.deps import Context, Scope
+from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
@@ -34,8 +34,8 @@ async def api_documents(
     folder: str | None = None,
     file_type: str | None = None,
     status: Literal["pending", "processing", "ready", "failed"] | None = None,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[QueryInt, Query(ge=0, le=1_000_000)] = 0,
+    limit: Annotated[QueryInt, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:
     """Documents, ordered by path."""
     async with scoped_connection(context.pool, scope) as conn:

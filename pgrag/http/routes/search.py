@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from pgrag.http.deps import Context, Scope
+from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
 from pgrag.services.context import SEARCH_TIMEOUT_S
@@ -36,11 +36,11 @@ async def api_search(
     q: Annotated[str, Query(min_length=1, max_length=4000)],
     mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
     scope: Literal["chunks", "documents"] = "chunks",
-    limit: Annotated[int, Query(ge=1, le=50)] = 5,
+    limit: Annotated[QueryInt, Query(ge=1, le=50)] = 5,
     folder: str | None = None,
     file_type: str | None = None,
     collection: str | None = None,
-    max_tokens: Annotated[int, Query(ge=50, le=25000)] = 2000,
+    max_tokens: Annotated[QueryInt, Query(ge=50, le=25000)] = 2000,
     continuation_token: str | None = None,
 ) -> dict[str, Any]:
     """Search (same data as the MCP `search` tool)."""
