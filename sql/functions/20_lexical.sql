@@ -245,9 +245,10 @@ BEGIN
     -- ranked; phrase and negation queries are checked here
     cand AS MATERIALIZED (
         SELECT x.id, length(x.v) AS len,
-               ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(qt.terms) t) AS r
+               ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(qt.terms) t) AS r,
+               x.document_id
         FROM qt, q, LATERAL (
-            SELECT c.id, c.tsv || ''::tsvector AS v
+            SELECT c.id, c.tsv || ''::tsvector AS v, c.document_id
             FROM pgrag.chunks c
             WHERE c.id = ANY (ARRAY(SELECT s.id FROM inscope s ORDER BY s.pre DESC, s.id
                                     LIMIT greatest(rescore_size, pool_size)))
@@ -255,9 +256,10 @@ BEGIN
         WHERE q.plain OR x.v @@ q.tsq
     ),
     rest AS MATERIALIZED (
-        SELECT f.* FROM q, qt,
+        SELECT f.*, c.document_id FROM q, qt,
              pgrag.lexical_fallback_in(q.tsq, qt.terms, collection_ids, filters,
                                        ARRAY(SELECT id FROM cand), 10 * pool_size, readable) f
+             JOIN pgrag.chunks c ON c.id = f.id
         WHERE (SELECT count(*) FROM cand) < pool_size
           AND (SELECT count(*) FROM cand) < (SELECT count(*) FROM presence)
     ),
@@ -268,7 +270,7 @@ BEGIN
         FROM idf
     ),
     scored AS (
-        SELECT x.id, s.score, s.matched, s.matched / norm.idf_sum AS coverage
+        SELECT x.id, x.document_id, s.score, s.matched, s.matched / norm.idf_sum AS coverage
         FROM scoring x, norm, LATERAL (
             SELECT sum(norm.idf[u.i] * u.tf * (bm25_k1 + 1)
                        / (u.tf + bm25_k1 * (1 - bm25_b + bm25_b * x.len / norm.avglen)))
@@ -288,8 +290,8 @@ BEGIN
     -- chunks of documents with more than one chunk in the pool (proximity, above)
     siblings AS MATERIALIZED (
         SELECT x.id, x.document_id FROM (
-            SELECT p.id, c.document_id, count(*) OVER (PARTITION BY c.document_id) AS n
-            FROM pool p JOIN pgrag.chunks c ON c.id = p.id) x
+            SELECT p.id, p.document_id, count(*) OVER (PARTITION BY p.document_id) AS n
+            FROM pool p) x
         WHERE x.n > 1 AND win > 0
     ),
     -- where the query's terms stand in them
