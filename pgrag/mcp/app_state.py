@@ -11,15 +11,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-import psycopg
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
-from psycopg_pool import PoolTimeout
 
-from pgrag.errors import DatabaseError, ErrorCode, Forbidden, InvalidArgument, PgragError
+from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
-from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
+from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
 from pgrag.services.identity import current_caller, current_scope
@@ -110,32 +108,6 @@ async def _audit(
         log.warning("audit write failed for %s", tool, exc_info=True)
 
 
-def _as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
-    if isinstance(exc, PgragError):
-        return exc
-    if isinstance(exc, TimeoutError):
-        return PgragError(
-            "the call took too long: narrow it (filters, smaller ranges) and retry",
-            code=ErrorCode.TIMEOUT,
-        )
-    if isinstance(exc, PoolTimeout):
-        return PgragError(
-            "the server is busy (no database connection free): retry in a moment",
-            code=ErrorCode.TIMEOUT,
-        )
-    if isinstance(exc, psycopg.DataError):  # e.g. a NUL byte or a malformed id in an argument
-        return InvalidArgument(f"an argument cannot be used: {str(exc).splitlines()[0][:200]}")
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(
-            "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
-        )
-    if isinstance(exc, psycopg.Error):
-        log.exception("database error (trace %s)", trace_id)
-        return DatabaseError(f"database error (trace {trace_id}); retry, or check the server log")
-    log.exception("unexpected error (trace %s)", trace_id)
-    return internal_error(trace_id)
-
-
 class ResultShape(Protocol[V_in, A]):
     """How a tool body's value and its failures become the tool's answer: pgrag's envelope
     (`ENVELOPE`) or a compatibility toolset's own shape."""
@@ -188,7 +160,7 @@ def tool_call(
                 value = await asyncio.wait_for(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
-                answer = shape.failure(_as_pgrag_error(exc, trace_id), trace_id)
+                answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
             await _audit(

@@ -30,7 +30,7 @@ from pgrag.search.keywords import (
 )
 from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
-from pgrag.services import documents as docs
+from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
 
@@ -339,7 +339,7 @@ class SearchService:
         full_texts: dict[str, tuple[str, bool]] = {}
         if content_mode == "full":
             for doc_id in {details[r.chunk_id].document_id for r in rows if r.chunk_id in details}:
-                text = await docs.extracted_text(conn, doc_id)
+                text = await extracted_text(conn, doc_id)
                 full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
         hits = []
         for r in rows:

@@ -16,9 +16,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import ErrorCode, NotFound, PgragError
-from pgrag.mcp.app_state import _as_pgrag_error, scope_of, state_of
-from pgrag.mcp.envelope import new_trace_id
+from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_trace_id
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.services import documents as docs
 
@@ -115,7 +114,7 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
                 detail={"document_id": doc.id, "reason": "empty"},
             )
     except Exception as exc:
-        raise _resource_error(_as_pgrag_error(exc, trace_id), uri) from exc
+        raise _resource_error(as_pgrag_error(exc, trace_id), uri) from exc
     meta = {
         "documentId": doc.id,
         "documentName": doc.row["name"],
