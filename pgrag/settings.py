@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -209,7 +209,7 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Build settings, turning validation errors into one line that names the variable."""
-    clean = {k: v for k, v in overrides.items() if v is not None}
+    clean: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**clean)
     except ValidationError as exc:

@@ -9,7 +9,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
@@ -36,7 +36,7 @@ ELIDE_KEYS = {"content", "text", "patch", "data"}
 
 
 def state_of(ctx: Context[Any, Any]) -> AppContext:
-    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+    return cast(AppContext, ctx.request_context.lifespan_context)
 
 
 def scope_of(ctx: Context[Any, Any]) -> list[str] | None:
@@ -181,6 +181,8 @@ def tool_call(
 
 def enveloped(
     tool: str, timeout: float = DEFAULT_TIMEOUT_S
-) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
-    """`tool_call` answering in pgrag's envelope."""
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
+    """`tool_call` answering in pgrag's envelope. The body returns an Envelope; its return
+    annotation is what the SDK publishes (the wrapper's CallToolResult and output schema),
+    hence `Any` here."""
     return tool_call(tool, ENVELOPE, timeout)

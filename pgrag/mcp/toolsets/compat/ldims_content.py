@@ -9,8 +9,9 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.resources.base import Resource
 from mcp.server.mcpserver.resources.templates import ResourceTemplate
-from mcp.server.mcpserver.resources.types import FunctionResource, Resource
+from mcp.server.mcpserver.resources.types import FunctionResource
 from mcp.server.mcpserver.utilities.context_injection import inject_context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -38,7 +39,7 @@ class _PerReadMetaTemplate(ResourceTemplate):
         except (ResourceError, MCPError):
             raise
         return FunctionResource(
-            uri=uri,  # type: ignore[arg-type]
+            uri=uri,
             name=self.name,
             title=self.title,
             description=self.description,

@@ -11,6 +11,7 @@ pgrag's envelope; failures are `isError` results with `{isError, errorCode, erro
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -162,7 +163,7 @@ async def rag_search(
         async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             uuids = await store.uuids_for_int_ids(conn, document_ids, scope_of(ctx))
         if not uuids:
-            return RagSearchResponse(
+            return RagSearchResponse(  # type: ignore[return-value]  # see compat_tool
                 results=[], total_results=0, query_time_ms=_ms(started)
             ).model_dump(mode="json")
         filters = SearchFilters(document_ids=[UUID(u) for u in uuids])
@@ -194,7 +195,7 @@ async def rag_search(
         )
         for h in hits
     ]
-    return RagSearchResponse(
+    return RagSearchResponse(  # type: ignore[return-value]  # see compat_tool
         results=results, total_results=page.data.total_matches, query_time_ms=_ms(started)
     ).model_dump(mode="json")
 
@@ -223,7 +224,7 @@ async def list_documents(
     fit = fit_to_budget(items, LIST_TOKEN_BUDGET, lambda d: item_tokens(d.model_dump()))
     kept = items[: fit.count]
     end = offset + len(kept)
-    return RagDocumentList(
+    return RagDocumentList(  # type: ignore[return-value]  # see compat_tool
         documents=kept, total=total, next_offset=end if end < total else None
     ).model_dump(mode="json")
 
@@ -252,7 +253,7 @@ async def get_document(
     fit = fit_to_budget(chunks, max_tokens, lambda c: item_tokens(c.model_dump()))
     kept = chunks[: fit.count]
     next_offset = chunk_offset + len(kept)
-    return RagDocumentResponse(
+    return RagDocumentResponse(  # type: ignore[return-value]  # see compat_tool
         document=RagDocument(
             id=int_id(doc.id),
             filename=doc.row["name"],
@@ -270,7 +271,7 @@ async def get_document(
 
 def register(server: MCPServer[Any]) -> None:
     """Publish rag_search, list_documents and get_document in seed 001's shapes."""
-    tools = [
+    tools: list[tuple[Callable[..., Awaitable[Any]], str, float]] = [
         (rag_search, RAG_SEARCH_DESCRIPTION, SEARCH_TIMEOUT_S),
         (list_documents, LIST_DESCRIPTION, DEFAULT_TIMEOUT_S),
         (get_document, GET_DESCRIPTION, DEFAULT_TIMEOUT_S),
