@@ -1,4 +1,5 @@
-"""Stable error codes shared by the CLI, MCP tools and REST API (SPEC §5.1)."""
+"""Stable error codes shared by the CLI, MCP tools and REST API: an agent branches on the
+code, never on the message."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Configuration from the environment (SPEC §2); every field is also a CLI flag."""
+"""Configuration from PGRAG_* environment variables; every field is also a CLI flag."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def default_home() -> Path:
 
 
 class Settings(BaseSettings):
-    """Every variable of SPEC §2, plus the tuning knobs the issues name."""
+    """Every PGRAG_* variable: connection, providers, transports, limits and tuning knobs."""
 
     model_config = SettingsConfigDict(env_prefix="PGRAG_", extra="ignore", frozen=True)
 

@@ -1,4 +1,4 @@
-"""The root command: every setting of SPEC §2 is also a global flag (--database-url ...)."""
+"""The root command: every setting (pgrag/settings.py) is also a global flag (--database-url ...)."""
 
 from __future__ import annotations
 

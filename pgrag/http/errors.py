@@ -1,4 +1,4 @@
-"""Every REST error in one shape (SPEC §6, seed 000): the status each stable code answers
+"""Every REST error in one shape (the `isError` body LDIMS clients read): the status each stable code answers
 with, the ErrorBody, the OpenAPI description of a route's error statuses, and the exception
 handlers that turn anything a route raises into that body."""
 
@@ -29,7 +29,7 @@ HTTP_STATUS = {
 
 
 class ErrorBody(BaseModel):
-    """Every REST error (SPEC §6, seed 000): a stable code an agent can act on."""
+    """Every REST error: a stable code an agent can act on, and a message saying what to do."""
 
     isError: Literal[True]
     errorCode: ErrorCode | Literal["UNAUTHORIZED"]

@@ -49,7 +49,8 @@ def caller_of(ctx: Context[Any, Any]) -> str:
 
 
 def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) -> None:
-    """Refuse a write tool on a read-only server (SPEC §2 PGRAG_READ_ONLY, §7).
+    """Refuse a write tool on a read-only server (PGRAG_READ_ONLY; unset, remote calls are
+    read-only).
 
     The call is remote when the transport attached its HTTP request to the context or the
     HTTP auth layer named the caller (stdio callers are "local"); the rule is read_only's."""
@@ -64,7 +65,7 @@ def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) ->
 
 def require_unscoped(ctx: Context[Any, Any], reason: str) -> None:
     """Refuse data that row-level security cannot limit to collections to a key that is
-    limited to collections: out-of-scope reads are FORBIDDEN (SPEC §7), and such data may
+    limited to collections: out-of-scope reads are FORBIDDEN, and such data may
     describe any collection. `reason` says why the data is not scoped."""
     scope = scope_of(ctx)
     if scope is not None:

@@ -1,4 +1,4 @@
-"""The response envelope of every pgrag tool (SPEC §5.1; seeds 002 + 004).
+"""The response envelope of every pgrag tool.
 
 Success and failure share one shape so an agent can branch on `ok` and act on
 `error.code` / `actions`. Tools return a `CallToolResult` with the envelope as
@@ -20,7 +20,7 @@ from pgrag.tokens import count_json_tokens
 T = TypeVar("T")
 
 MAX_RESPONSE_TOKENS = 25_000  # a common client cap: no response may exceed it
-MAX_RESPONSE_BYTES = 200_000  # seed 002
+MAX_RESPONSE_BYTES = 200_000  # and no response over 200 kB, whatever its token count
 
 
 class Status(BaseModel):

@@ -37,7 +37,7 @@ from pgrag.tokens import encoding
 
 log = logging.getLogger(__name__)
 
-MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft, SPEC §1)
+MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
 REGEX_TIMEOUT_MS = 3000
 CONTEXT_CHARS = 200  # context.before / context.after
 PREVIEW_CHARS = 240

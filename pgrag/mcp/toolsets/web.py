@@ -1,4 +1,4 @@
-"""The `web` toolset (SPEC §5.3, seed 002 §3): `web_search` through a SearXNG instance.
+"""The `web` toolset: `web_search` through a SearXNG instance.
 
 `GET {PGRAG_SEARXNG_URL}/search?q=…&format=json[&language=…][&time_range=…]`; the results
 are normalised (title, url, snippet, source, engine, published_at) and cached in

@@ -30,7 +30,7 @@ def iso(value: Any) -> str | None:
 
 class _PerReadMetaTemplate(ResourceTemplate):
     """A template whose function returns (text, meta): the meta travels as the contents'
-    `_meta` (seed 000's `metadata`: documentName, extractedAt, format)."""
+    `_meta` (LDIMS's `metadata`: documentName, extractedAt, format)."""
 
     async def create_resource(self, uri: str, params: dict[str, Any], context: Any) -> Resource:
         try:
@@ -49,7 +49,7 @@ class _PerReadMetaTemplate(ResourceTemplate):
         )
 
 
-RESOURCE_DESCRIPTION = (  # seed 000 §4.1, verbatim
+RESOURCE_DESCRIPTION = (  # LDIMS's own description, verbatim (clients match on it)
     "This resource provides access to the full extracted text content of a document stored "
     "in the LDIMS system.\nUse this when you need to:\n"
     "- Read the actual content of a specific document\n"

@@ -1,10 +1,11 @@
-"""The `rag` toolset (SPEC §5.3; seed 001, compatibility): `rag_search`, `list_documents`
-and `get_document` with seed 001's input schemas and response shapes.
+"""The `rag` toolset (compatibility with clients of an earlier `rag` MCP server):
+`rag_search`, `list_documents` and `get_document` with that server's input schemas and
+response shapes.
 
-Seed 001 numbers documents with integers; pgrag's ids are UUIDs. The integer `id` here is
+That server numbers documents with integers; pgrag's ids are UUIDs. The integer `id` here is
 derived from the UUID (its first 52 bits: stable, exact in JSON numbers, and computed the
 same way in SQL), and every document also carries its `uuid` for the other toolsets.
-`get_document` accepts either. Like `ldims`, these tools answer in the seed's shape, not in
+`get_document` accepts either. Like `ldims`, these tools answer in that server's shape, not in
 pgrag's envelope; failures are `isError` results with `{isError, errorCode, errorMessage}`.
 """
 
@@ -57,7 +58,7 @@ def cut_to_tokens(text: str, budget: int) -> tuple[str, bool]:
 async def resolve(
     conn: psycopg.AsyncConnection, ref: int | str, scope: list[str] | None
 ) -> docs.DocumentRef:
-    """By seed 001's integer id, or by UUID / unique path / file name."""
+    """By the integer id, or by UUID / unique path / file name."""
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
         found = await store.uuids_for_int_ids(conn, [int(text)], scope)
@@ -70,7 +71,7 @@ async def resolve(
     return await docs.resolve(conn, text, scope)
 
 
-# ---- output models (seed 001 §2.1) --------------------------------------------------------
+# ---- output models (the `rag` response shapes) ------------------------------------------
 
 
 class RagResult(BaseModel):
@@ -132,19 +133,19 @@ RAG_SEARCH_DESCRIPTION = (
     "Search for relevant document chunks using semantic similarity. Returns {results: "
     "[{chunk_id, document_id, document_name, content, similarity_score, chunk_index}], "
     "total_results, query_time_ms}; similarity_score is the cosine similarity and "
-    "threshold its minimum. (seed 001 compatibility: not pgrag's envelope)"
+    "threshold its minimum. (`rag` compatibility: not pgrag's envelope)"
 )
 LIST_DESCRIPTION = (
     "List the searchable documents: {documents: [{id, filename, file_type, file_size, "
     "chunk_count, created_at}]}. Long lists come in pages: pass next_offset as offset. "
-    "(seed 001 compatibility: not pgrag's envelope)"
+    "(`rag` compatibility: not pgrag's envelope)"
 )
 GET_DESCRIPTION = (
     "A document with its text and chunks: {document: {id, filename, file_type, "
     "content, metadata, chunks: [{id, chunk_index, content}]}}. document_id: the "
     "integer id from list_documents / rag_search (a UUID, path or unique file name "
     "also works). Large documents are cut to max_tokens (content_truncated); page the "
-    "chunks with chunk_offset = next_chunk_offset. (seed 001 compatibility)"
+    "chunks with chunk_offset = next_chunk_offset. (`rag` compatibility)"
 )
 
 
@@ -153,7 +154,7 @@ async def rag_search(
     ctx: Context[Any, Any],
     limit: Annotated[int, Field(ge=1, le=50)] = 5,
     threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7,
-    document_ids: list[int] = [],  # noqa: B006 - seed 001's schema; never mutated
+    document_ids: list[int] = [],  # noqa: B006 - `rag`'s schema (default []); never mutated
 ) -> Annotated[CallToolResult, RagSearchResponse]:
     """Semantic chunk search; each hit carries its chunk's own text and position."""
     state = state_of(ctx)
@@ -270,7 +271,7 @@ async def get_document(
 
 
 def register(server: MCPServer[Any]) -> None:
-    """Publish rag_search, list_documents and get_document in seed 001's shapes."""
+    """Publish rag_search, list_documents and get_document in the `rag` shapes."""
     tools: list[tuple[Callable[..., Awaitable[Any]], str, float]] = [
         (rag_search, RAG_SEARCH_DESCRIPTION, SEARCH_TIMEOUT_S),
         (list_documents, LIST_DESCRIPTION, DEFAULT_TIMEOUT_S),
