@@ -7,6 +7,7 @@ from typing import Any
 
 from pgrag.db import migrations
 from pgrag.db.database import connect, resolve_dsn
+from pgrag.db.one import scalar
 from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError
@@ -79,8 +80,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         return checks
     try:
         checks.append(Check("database", True, f"reachable: {describe_database(settings, dsn)}"))
-        num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
-        version = (await (await conn.execute("SHOW server_version")).fetchone())[0]
+        num = int(await scalar(conn, "SHOW server_version_num"))
+        version = await scalar(conn, "SHOW server_version")
         try:
             info = await ensure_server_ready(conn)
         except PgragError as exc:

@@ -1,9 +1,17 @@
-"""Stable error codes shared by the CLI, MCP tools and REST API (SPEC §5.1)."""
+"""Stable error codes shared by the CLI, MCP tools and REST API: an agent branches on the
+code, never on the message."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from enum import StrEnum
 from typing import Any
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+log = logging.getLogger(__name__)
 
 
 class ErrorCode(StrEnum):
@@ -60,3 +68,44 @@ class ConfigError(PgragError):
     """Bad configuration: reported as one line at start-up."""
 
     code = ErrorCode.INVALID_ARGUMENT
+
+
+def new_trace_id() -> str:
+    """A short id that ties an answer to its lines in the server log."""
+    return uuid.uuid4().hex[:16]
+
+
+def internal_error(trace_id: str) -> PgragError:
+    return PgragError(
+        f"internal error (trace {trace_id}); the server log has the details",
+        code=ErrorCode.INTERNAL,
+    )
+
+
+def as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
+    """Any failure of a call as a stable code: ours as they are, timeouts, a busy pool and
+    database errors mapped, anything else INTERNAL (logged with its trace id). Shared by
+    the MCP tool wrapper, MCP resources and the REST error handler."""
+    if isinstance(exc, PgragError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return PgragError(
+            "the call took too long: narrow it (filters, smaller ranges) and retry",
+            code=ErrorCode.TIMEOUT,
+        )
+    if isinstance(exc, PoolTimeout):
+        return PgragError(
+            "the server is busy (no database connection free): retry in a moment",
+            code=ErrorCode.TIMEOUT,
+        )
+    if isinstance(exc, psycopg.DataError):  # e.g. a NUL byte or a malformed id in an argument
+        return InvalidArgument(f"an argument cannot be used: {str(exc).splitlines()[0][:200]}")
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseError(
+            "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
+        )
+    if isinstance(exc, psycopg.Error):
+        log.exception("database error (trace %s)", trace_id)
+        return DatabaseError(f"database error (trace {trace_id}); retry, or check the server log")
+    log.exception("unexpected error (trace %s)", trace_id)
+    return internal_error(trace_id)

@@ -1,4 +1,5 @@
-"""Token-bounded pages and signed continuation tokens (SPEC §5.1, seed 004).
+"""Token-bounded pages and signed continuation tokens: no answer exceeds its token budget,
+and a client resumes a page it cannot forge.
 
 A token is `base64url(json).base64url(hmac)`: opaque to clients, signed with the database's
 secret (pgrag.server_secret) so every server process accepts the others' tokens, and bound

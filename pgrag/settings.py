@@ -1,11 +1,11 @@
-"""Configuration from the environment (SPEC §2); every field is also a CLI flag."""
+"""Configuration from PGRAG_* environment variables; every field is also a CLI flag."""
 
 from __future__ import annotations
 
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -22,7 +22,7 @@ def default_home() -> Path:
 
 
 class Settings(BaseSettings):
-    """Every variable of SPEC §2, plus the tuning knobs the issues name."""
+    """Every PGRAG_* variable: connection, providers, transports, limits and tuning knobs."""
 
     model_config = SettingsConfigDict(env_prefix="PGRAG_", extra="ignore", frozen=True)
 
@@ -209,7 +209,7 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Build settings, turning validation errors into one line that names the variable."""
-    clean = {k: v for k, v in overrides.items() if v is not None}
+    clean: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**clean)
     except ValidationError as exc:

@@ -1,11 +1,11 @@
-"""The root command: every setting of SPEC §2 is also a global flag (--database-url ...)."""
+"""The root command: every setting (pgrag/settings.py) is also a global flag (--database-url ...)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,7 +43,7 @@ def _settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @_settings_options
 @click.version_option(package_name="pgrag")
 @click.pass_context
-def cli(ctx: click.Context, **overrides: Any) -> None:
+def cli(ctx: click.Context, /, **overrides: Any) -> None:
     """pgrag: a Postgres-native RAG server (hybrid search in SQL, MCP, REST, CLI)."""
     ctx.obj = CliState(overrides={k: v for k, v in overrides.items() if v is not None})
     configure_logging(ctx.obj.overrides)
@@ -74,6 +74,7 @@ class JsonLogFormatter(logging.Formatter):
 def configure_logging(overrides: dict[str, Any]) -> None:
     """Root logging on stderr from PGRAG_LOG_LEVEL / PGRAG_LOG_FORMAT (or their flags);
     `json` writes one JSON object per line. A bad value is reported by the command itself."""
+    level: str
     try:
         settings = load_settings(**overrides)
         level, fmt = settings.log_level, settings.log_format
@@ -89,8 +90,11 @@ def configure_logging(overrides: dict[str, Any]) -> None:
 
 
 def state(ctx: click.Context) -> CliState:
-    return ctx.find_object(CliState)
+    found = ctx.find_object(CliState)
+    if found is None:  # the root callback always sets it: a command run outside the app
+        raise RuntimeError("pgrag CLI state missing: run the command through `pgrag`")
+    return found
 
 
-def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
+def run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(coro_fn())

@@ -126,7 +126,7 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
     """Documents by status, or one document's status, progress and error."""
     settings = state(ctx).settings
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         async with open_runtime(settings, max_pool=2) as rt, rt.db.pool.connection() as conn:
             return await status_report(conn, document)
 

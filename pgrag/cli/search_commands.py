@@ -206,7 +206,7 @@ def search(
         mode=mode,
         scope=scope,
         limit=limit,
-        threshold=threshold,  # type: ignore[arg-type]
+        threshold=threshold,
         filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
         explain=explain or as_json,
         max_tokens=max_tokens or MAX_PAGE_TOKENS,

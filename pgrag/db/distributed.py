@@ -36,6 +36,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
+from pgrag.db.one import scalar
 from pgrag.errors import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ async def _rows(conn: psycopg.AsyncConnection, query: str) -> list[tuple[Any, ..
 
 
 async def citus_installed(conn: psycopg.AsyncConnection) -> bool:
-    return bool((await (await conn.execute(CITUS_INSTALLED_SQL)).fetchone())[0])
+    return bool(await scalar(conn, CITUS_INSTALLED_SQL))
 
 
 async def already_distributed(conn: psycopg.AsyncConnection) -> bool:

@@ -19,6 +19,7 @@ import psycopg
 
 from pgrag.db import distributed as distribution
 from pgrag.db.languages import detect_missing_languages
+from pgrag.db.one import scalar
 
 MIGRATION_LOCK_KEY = 0x70677261_67000001  # "pgrag" + 1: one lock for every pgrag database
 FILE_PATTERN = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -138,11 +139,13 @@ class MigrationStatus:
 
 
 async def status(conn: psycopg.AsyncConnection) -> MigrationStatus:
-    exists = (await (await conn.execute(TABLE_EXISTS_SQL)).fetchone())[0]
-    applied = dict(await (await conn.execute(APPLIED_SQL)).fetchall()) if exists else {}
+    exists = await scalar(conn, TABLE_EXISTS_SQL)
+    applied: dict[int, str] = (
+        dict(await (await conn.execute(APPLIED_SQL)).fetchall()) if exists else {}
+    )
     all_ = discover()
-    functions_exist = (await (await conn.execute(FUNCTIONS_TABLE_EXISTS_SQL)).fetchone())[0]
-    functions = (
+    functions_exist = await scalar(conn, FUNCTIONS_TABLE_EXISTS_SQL)
+    functions: dict[str, str] = (
         dict(await (await conn.execute(FUNCTIONS_APPLIED_SQL)).fetchall())
         if functions_exist
         else {}

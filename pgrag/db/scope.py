@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from pgrag.db.one import scalar
 from pgrag.errors import ConfigError, DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
@@ -29,7 +31,10 @@ POOL_WAIT_S = 5.0  # bounded queueing for a connection; request timeouts are lon
 async def _why_no_connection(pool: AsyncConnectionPool) -> PgragError:
     """The pool had nothing for us: is the database down, or are we just busy?"""
     try:
-        probe = await psycopg.AsyncConnection.connect(pool.conninfo, connect_timeout=2)
+        probe = await psycopg.AsyncConnection.connect(
+            cast(str, pool.conninfo),
+            connect_timeout=2,  # pgrag builds pools from a DSN
+        )
     except psycopg.OperationalError:
         return DatabaseError(
             "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
@@ -93,7 +98,7 @@ SCOPING_IMPOSSIBLE = (
 async def check_scoping_possible(conn: psycopg.AsyncConnection) -> None:
     """Collection-limited keys need the role pgrag_scoped: refuse to start without it (a
     configuration error, exit 2) rather than serve keys whose limits could not be kept."""
-    ok = (await (await conn.execute(CAN_SCOPE_SQL)).fetchone())[0]
+    ok = await scalar(conn, CAN_SCOPE_SQL)
     if not ok:
         raise ConfigError(SCOPING_IMPOSSIBLE)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgrag.db.migrations import MIGRATION_LOCK_KEY
+from pgrag.db.one import scalar
 from pgrag.errors import DatabaseError
 
 MIN_SERVER_VERSION = 140000
@@ -42,8 +43,8 @@ def pgvector_missing_message(server_version_num: int) -> str:
 
 async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
     """Verify versions and create the vector extension if allowed; explain how to fix it."""
-    num = int((await (await conn.execute("SHOW server_version_num")).fetchone())[0])
-    version = (await (await conn.execute("SHOW server_version")).fetchone())[0]
+    num = int(await scalar(conn, "SHOW server_version_num"))
+    version = await scalar(conn, "SHOW server_version")
     if num < MIN_SERVER_VERSION:
         raise DatabaseError(
             f"PostgreSQL {version} is too old: pgrag needs 14 or newer "

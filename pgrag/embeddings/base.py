@@ -41,10 +41,13 @@ class EmbeddingProvider(ABC):
     async def embed_query(self, text: str) -> np.ndarray:
         if self._queries is None:
             return await self._embed_one_query(text)
-        return await self._queries.get(text, self._embed_one_query)
+        vector: np.ndarray = await self._queries.get(text, self._embed_one_query)
+        return vector
 
     async def _embed_one_query(self, text: str) -> np.ndarray:
-        return (await self._embed([text], is_query=True))[0]
+        vectors = await self._embed([text], is_query=True)
+        one: np.ndarray = vectors[0]
+        return one
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release threads or clients."""
@@ -54,7 +57,8 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return vectors / norms
+    unit: np.ndarray = vectors / norms
+    return unit
 
 
 def dimension_mismatch(

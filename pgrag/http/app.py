@@ -1,5 +1,5 @@
 """One HTTP process: Streamable HTTP at /mcp (stateless; JSON bodies unless a call asks for
-progress, see mcp_mode.py), legacy SSE at /sse, the REST API (routes/; SPEC §6, seed 000's
+progress, see mcp_mode.py), legacy SSE at /sse, the REST API (routes/; stable
 codes and error bodies in errors.py), /healthz, /readyz and the OpenAPI description."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bearer keys for HTTP (SPEC §7): `PGRAG_API_KEYS="k1,k2=coll1|coll2"`. Every route but
+"""Bearer keys for HTTP: `PGRAG_API_KEYS="k1,k2=coll1|coll2"`. Every route but
 /healthz needs a key when keys are configured; a key may be limited to collections."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every REST error in one shape (SPEC §6, seed 000): the status each stable code answers
+"""Every REST error in one shape (the `isError` body LDIMS clients read): the status each stable code answers
 with, the ErrorBody, the OpenAPI description of a route's error statuses, and the exception
 handlers that turn anything a route raises into that body."""
 
@@ -13,9 +13,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from pgrag.errors import ErrorCode, InvalidArgument, PgragError
-from pgrag.mcp.app_state import _as_pgrag_error
-from pgrag.mcp.envelope import new_trace_id
+from pgrag.errors import ErrorCode, InvalidArgument, PgragError, as_pgrag_error, new_trace_id
 
 HTTP_STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
@@ -31,7 +29,7 @@ HTTP_STATUS = {
 
 
 class ErrorBody(BaseModel):
-    """Every REST error (SPEC §6, seed 000): a stable code an agent can act on."""
+    """Every REST error: a stable code an agent can act on, and a message saying what to do."""
 
     isError: Literal[True]
     errorCode: ErrorCode | Literal["UNAUTHORIZED"]
@@ -153,7 +151,7 @@ async def _model_validation(_: Request, exc: ValidationError) -> JSONResponse:
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     """Anything else: mapped as tool calls map it (timeouts, pool, database, internal)."""
-    return error_response(_as_pgrag_error(exc, new_trace_id()))
+    return error_response(as_pgrag_error(exc, new_trace_id()))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -139,7 +139,7 @@ class Ingestor:
                 self.provider.dimensions
                 if not hasattr(self.provider, "probe_dimensions")
                 else await self.provider.probe_dimensions()
-            )  # type: ignore[attr-defined]
+            )
             async with self.pool.connection() as conn:
                 self._collection = await ensure_collection(
                     conn, self.collection_name, self.provider, dims

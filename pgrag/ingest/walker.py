@@ -39,7 +39,7 @@ class FoundFile:
         return self.rel.rpartition("/")[0]
 
 
-def ignore_spec(root: Path) -> pathspec.PathSpec:
+def ignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     lines = list(DEFAULT_IGNORES)
     extra = root / IGNORE_FILE
     if extra.is_file():
@@ -57,7 +57,7 @@ def walk(target: Path) -> tuple[Path, list[FoundFile]]:
     return target, walk_under(target, ignore_spec(target), target)
 
 
-def walk_under(root: Path, spec: pathspec.PathSpec, start: Path) -> list[FoundFile]:
+def walk_under(root: Path, spec: pathspec.GitIgnoreSpec, start: Path) -> list[FoundFile]:
     """Files under `start`, a folder inside `root`, named relative to `root` (watch mode
     scans a folder that was moved in this way)."""
     found: list[FoundFile] = []

@@ -36,7 +36,7 @@ async def watch_and_ingest(
         *roots,
         debounce=DEBOUNCE_MS,
         step=100,
-        stop_event=stop_event,  # type: ignore[arg-type]
+        stop_event=stop_event,
         rust_timeout=WAKE_MS,
         yield_on_timeout=True,
     ):
@@ -63,7 +63,7 @@ async def watch_and_ingest(
 
 
 def _on_disk_now(
-    root: Path, spec: pathspec.PathSpec, changes: set[FileChange]
+    root: Path, spec: pathspec.GitIgnoreSpec, changes: set[FileChange]
 ) -> tuple[dict[str, Path], list[str]]:
     """Files to (re)ingest and paths to drop, by what exists now rather than by event kind:
     a batch can hold both the deletion and the re-creation of one path (editors that save

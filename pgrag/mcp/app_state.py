@@ -9,17 +9,15 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-import psycopg
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
-from psycopg_pool import PoolTimeout
 
-from pgrag.errors import DatabaseError, ErrorCode, Forbidden, InvalidArgument, PgragError
+from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
-from pgrag.mcp.envelope import Envelope, error_envelope, internal_error, new_trace_id, to_result
+from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
 from pgrag.services.identity import current_caller, current_scope
@@ -38,7 +36,7 @@ ELIDE_KEYS = {"content", "text", "patch", "data"}
 
 
 def state_of(ctx: Context[Any, Any]) -> AppContext:
-    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+    return cast(AppContext, ctx.request_context.lifespan_context)
 
 
 def scope_of(ctx: Context[Any, Any]) -> list[str] | None:
@@ -51,7 +49,8 @@ def caller_of(ctx: Context[Any, Any]) -> str:
 
 
 def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) -> None:
-    """Refuse a write tool on a read-only server (SPEC §2 PGRAG_READ_ONLY, §7).
+    """Refuse a write tool on a read-only server (PGRAG_READ_ONLY; unset, remote calls are
+    read-only).
 
     The call is remote when the transport attached its HTTP request to the context or the
     HTTP auth layer named the caller (stdio callers are "local"); the rule is read_only's."""
@@ -66,7 +65,7 @@ def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) ->
 
 def require_unscoped(ctx: Context[Any, Any], reason: str) -> None:
     """Refuse data that row-level security cannot limit to collections to a key that is
-    limited to collections: out-of-scope reads are FORBIDDEN (SPEC §7), and such data may
+    limited to collections: out-of-scope reads are FORBIDDEN, and such data may
     describe any collection. `reason` says why the data is not scoped."""
     scope = scope_of(ctx)
     if scope is not None:
@@ -108,32 +107,6 @@ async def _audit(
             )
     except Exception:  # auditing must not turn a good answer into an error
         log.warning("audit write failed for %s", tool, exc_info=True)
-
-
-def _as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
-    if isinstance(exc, PgragError):
-        return exc
-    if isinstance(exc, TimeoutError):
-        return PgragError(
-            "the call took too long: narrow it (filters, smaller ranges) and retry",
-            code=ErrorCode.TIMEOUT,
-        )
-    if isinstance(exc, PoolTimeout):
-        return PgragError(
-            "the server is busy (no database connection free): retry in a moment",
-            code=ErrorCode.TIMEOUT,
-        )
-    if isinstance(exc, psycopg.DataError):  # e.g. a NUL byte or a malformed id in an argument
-        return InvalidArgument(f"an argument cannot be used: {str(exc).splitlines()[0][:200]}")
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(
-            "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
-        )
-    if isinstance(exc, psycopg.Error):
-        log.exception("database error (trace %s)", trace_id)
-        return DatabaseError(f"database error (trace {trace_id}); retry, or check the server log")
-    log.exception("unexpected error (trace %s)", trace_id)
-    return internal_error(trace_id)
 
 
 class ResultShape(Protocol[V_in, A]):
@@ -188,7 +161,7 @@ def tool_call(
                 value = await asyncio.wait_for(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
-                answer = shape.failure(_as_pgrag_error(exc, trace_id), trace_id)
+                answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
             await _audit(
@@ -209,6 +182,8 @@ def tool_call(
 
 def enveloped(
     tool: str, timeout: float = DEFAULT_TIMEOUT_S
-) -> Callable[[Callable[..., Awaitable[Envelope[Any]]]], Callable[..., Awaitable[CallToolResult]]]:
-    """`tool_call` answering in pgrag's envelope."""
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
+    """`tool_call` answering in pgrag's envelope. The body returns an Envelope; its return
+    annotation is what the SDK publishes (the wrapper's CallToolResult and output schema),
+    hence `Any` here."""
     return tool_call(tool, ENVELOPE, timeout)

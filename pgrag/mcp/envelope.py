@@ -1,4 +1,4 @@
-"""The response envelope of every pgrag tool (SPEC §5.1; seeds 002 + 004).
+"""The response envelope of every pgrag tool.
 
 Success and failure share one shape so an agent can branch on `ok` and act on
 `error.code` / `actions`. Tools return a `CallToolResult` with the envelope as
@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any, Generic, Literal, TypeVar
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from pgrag.errors import ErrorCode, PgragError
+from pgrag.errors import PgragError
 from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
 
 MAX_RESPONSE_TOKENS = 25_000  # a common client cap: no response may exceed it
-MAX_RESPONSE_BYTES = 200_000  # seed 002
+MAX_RESPONSE_BYTES = 200_000  # and no response over 200 kB, whatever its token count
 
 
 class Status(BaseModel):
@@ -61,10 +60,6 @@ class Envelope(BaseModel, Generic[T]):
     continuation: Continuation = Field(default_factory=Continuation)
     actions: list[Action] = Field(default_factory=list)
     meta: Meta = Field(default_factory=Meta)
-
-
-def new_trace_id() -> str:
-    return uuid.uuid4().hex[:16]
 
 
 def page_actions(next_token: str | None, max_tokens: int, first_exceeded: bool) -> list[Action]:
@@ -135,11 +130,4 @@ def error_envelope(exc: PgragError, trace_id: str) -> Envelope[Any]:
         error=ErrorBody(code=str(exc.code), message=exc.message, detail=exc.detail),
         status=Status(code="error", message=str(exc.code)),
         meta=Meta(trace_id=trace_id),
-    )
-
-
-def internal_error(trace_id: str) -> PgragError:
-    return PgragError(
-        f"internal error (trace {trace_id}); the server log has the details",
-        code=ErrorCode.INTERNAL,
     )

@@ -26,7 +26,7 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     defs: dict[str, Any] = schema.get("$defs", {})
     unresolved: set[str] = set()
     body = _inline({k: v for k, v in schema.items() if k != "$defs"}, defs, (), unresolved)
-    out = _nullable_types(body)
+    out: dict[str, Any] = _nullable_types(body)
     kept: dict[str, Any] = {}
     while pending := sorted(unresolved - kept.keys()):  # recursive models keep definitions
         for name in pending:

@@ -48,7 +48,7 @@ class Page(Generic[T]):
     max_tokens: int
 
     def envelope(self, data: D, done_message: str = "SUCCESS") -> Envelope[D]:
-        return Envelope[type(data)](  # type: ignore[misc]
+        return Envelope[type(data)](  # type: ignore[misc,operator,no-any-return]
             data=data,
             status=page_status(self.has_more, self.first_exceeded, done_message),
             continuation=Continuation(has_more=self.has_more, token=self.token),

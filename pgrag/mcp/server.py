@@ -23,8 +23,8 @@ from mcp.types import (
 )
 
 from pgrag import __version__
-from pgrag.errors import ErrorCode, InvalidArgument
-from pgrag.mcp.envelope import error_envelope, new_trace_id, to_result
+from pgrag.errors import ErrorCode, InvalidArgument, new_trace_id
+from pgrag.mcp.envelope import error_envelope, to_result
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.output_schema import compact_schema
 from pgrag.mcp.resources import list_document_resources, register_resources

@@ -15,6 +15,7 @@ from psycopg.rows import args_row, class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.one import scalar
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
@@ -30,13 +31,13 @@ from pgrag.search.keywords import (
 )
 from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
-from pgrag.services import documents as docs
+from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
 
 log = logging.getLogger(__name__)
 
-MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft, SPEC §1)
+MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
 REGEX_TIMEOUT_MS = 3000
 CONTEXT_CHARS = 200  # context.before / context.after
 PREVIEW_CHARS = 240
@@ -130,7 +131,7 @@ class SearchService:
 
     async def codec(self, conn: psycopg.AsyncConnection) -> ContinuationCodec:
         if self._codec is None:
-            secret = (await (await conn.execute(sql.SECRET_SQL)).fetchone())[0]
+            secret = await scalar(conn, sql.SECRET_SQL)
             self._codec = ContinuationCodec(secret.encode())
         return self._codec
 
@@ -250,7 +251,7 @@ class SearchService:
         if len(query.split()) > MAX_LEXICAL_WORDS:
             return False
         try:  # a query the database cannot parse answers 0 there, without aborting the request
-            nodes = (await (await conn.execute(sql.LEXICAL_NODES_SQL, (query,))).fetchone())[0]
+            nodes = await scalar(conn, sql.LEXICAL_NODES_SQL, (query,))
         except psycopg.DataError:  # refused before it was sent (a NUL character)
             return False
         return bool(nodes)
@@ -339,7 +340,7 @@ class SearchService:
         full_texts: dict[str, tuple[str, bool]] = {}
         if content_mode == "full":
             for doc_id in {details[r.chunk_id].document_id for r in rows if r.chunk_id in details}:
-                text = await docs.extracted_text(conn, doc_id)
+                text = await extracted_text(conn, doc_id)
                 full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
         hits = []
         for r in rows:
@@ -496,24 +497,23 @@ class SearchService:
             for h in hits
         ]
         try:  # one autocommit INSERT on its own connection: no transaction round trips
-            row = await (
-                await conn.execute(
-                    sql.LOG_SQL,
-                    (
-                        req.query,
-                        mode,
-                        req.scope,
-                        Jsonb(logged),
-                        embedding,
-                        self.provider.model,
-                        degraded,
-                        Jsonb(results),
-                        Jsonb(timings),
-                        caller,
-                    ),
-                )
-            ).fetchone()
-            return int(row[0])
+            logged_id = await scalar(
+                conn,
+                sql.LOG_SQL,
+                (
+                    req.query,
+                    mode,
+                    req.scope,
+                    Jsonb(logged),
+                    embedding,
+                    self.provider.model,
+                    degraded,
+                    Jsonb(results),
+                    Jsonb(timings),
+                    caller,
+                ),
+            )
+            return int(logged_id)
         except psycopg.Error:  # logging must never fail a search
             log.warning("could not log search", exc_info=True)
             return None

@@ -1,4 +1,4 @@
-"""Query keywords and where they occur in text, for snippets (seed 003 §四: 提取查询关键词,
+"""Query keywords and every place they occur in text, for snippets (提取查询关键词,
 定位所有匹配位置). Mirrors the lexical leg: English words matched by a light stem, CJK runs
 by their bigrams (so 合同签署 finds 合同 and 签署 in 合同的签署)."""
 

@@ -153,7 +153,7 @@ class SearchHit(BaseModel):
     matched_context: str | None = None
     content: str | None = Field(
         None,
-        description="content_mode=full: the document's whole extracted text (seed 003), cut "
+        description="content_mode=full: the document's whole extracted text, cut "
         "to the page's token budget",
     )
     content_truncated: bool | None = Field(

@@ -1,4 +1,4 @@
-"""Smart snippets (seed 003 §四, §九, §十): keyword windows instead of whole documents.
+"""Smart snippets: keyword windows instead of whole documents, built by these rules.
 
 1. windows of ±context_chars around every keyword match; the width depends on how many
    distinct keywords are near (≥3: ×0.75, 2: ×1, 1: ×1.25 — 300/400/500 at the default 400);

@@ -102,7 +102,7 @@ async def list_documents(
 
 async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
     """The whole extracted text: unit bodies in order (what resources and REST return)."""
-    return "\n\n".join(u.body for u in await pages.units(conn, doc_id) if u.body)
+    return await pages.extracted_text(conn, doc_id)
 
 
 async def chunks(

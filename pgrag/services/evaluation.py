@@ -280,7 +280,7 @@ async def run_queries(
             page = await service.search(
                 SearchRequest(
                     query=q.query,
-                    mode=mode,  # type: ignore[arg-type]
+                    mode=mode,
                     limit=DEPTH,
                     filters=SearchFilters(collection=collection),
                     max_tokens=25000,

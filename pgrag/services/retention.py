@@ -7,6 +7,8 @@ import logging
 
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.one import one_row
+
 log = logging.getLogger(__name__)
 
 PRUNE_SQL = (
@@ -22,7 +24,7 @@ async def prune_logs(pool: AsyncConnectionPool, days: int, batch: int = 10_000) 
         return 0, 0
     while True:
         async with pool.connection() as conn:
-            row = await (await conn.execute(PRUNE_SQL, (days, batch))).fetchone()
+            row = await one_row(conn, PRUNE_SQL, (days, batch))
         searched, audited = int(row[0]), int(row[1])
         total_search += searched
         total_audit += audited

@@ -47,7 +47,7 @@ PREVIEW_CHARS = 300
 
 
 class DocumentSource(BaseModel):
-    """Where the content came from (seed 002 `source`)."""
+    """Where the content came from (kept with the saved document as its `source`)."""
 
     model_config = ConfigDict(extra="forbid")
 

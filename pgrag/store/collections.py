@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import class_row
 
+from pgrag.db.one import scalar
 from pgrag.embeddings.base import EmbeddingProvider, dimension_mismatch
 from pgrag.errors import NotFound
 
@@ -67,14 +68,11 @@ async def create_embedding_set(
 ) -> int:
     """A set of embeddings for one model, with its own HNSW index."""
     async with conn.transaction():
-        set_id = (
-            await (
-                await conn.execute(
-                    INSERT_SET_SQL,
-                    (collection_id, model, dimensions, "active" if active else "building"),
-                )
-            ).fetchone()
-        )[0]
+        set_id: int = await scalar(
+            conn,
+            INSERT_SET_SQL,
+            (collection_id, model, dimensions, "active" if active else "building"),
+        )
         await conn.execute(ENSURE_INDEX_SQL, (set_id,))
         if active:
             await _activate(conn, collection_id, set_id)

@@ -1,4 +1,4 @@
-"""SQL of the compatibility toolsets: LDIMS's per-document metadata, and seed 001's integer
+"""SQL of the compatibility toolsets: LDIMS's per-document metadata, and the `rag` toolset's integer
 document ids (the UUID's first 52 bits, computed the same way here and in Python), listings
 and chunk texts. `scope` is the list of collections the caller may see (None = all)."""
 
@@ -43,7 +43,7 @@ SELECT d.id::text AS document_id, d.name, d.path, d.file_type, d.size_bytes, d.s
 FROM pgrag.documents d WHERE d.id = ANY(%s::uuid[])
 """
 
-# the integer id of seed 001: the UUID's first 52 bits (13 hex digits)
+# the `rag` toolset's integer id: the UUID's first 52 bits (13 hex digits, exact in JSON)
 INT_ID_SQL = "(('x' || left(replace(d.id::text, '-', ''), 13))::bit(52)::bigint)"
 
 IDS_BY_INT_SQL = f"""
@@ -52,7 +52,7 @@ WHERE {INT_ID_SQL} = ANY(%(ids)s::bigint[])
   AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
 """
 
-# the hit chunks' own text (seed 001's `content` is the chunk; content_mode=full would be
+# the hit chunks' own text (`rag`'s `content` is the chunk; content_mode=full would be
 # the whole document) and position
 CHUNKS_SQL = "SELECT id, ordinal, content FROM pgrag.chunks WHERE id = ANY(%s::bigint[])"
 
@@ -85,7 +85,7 @@ async def document_details(
 async def uuids_for_int_ids(
     conn: psycopg.AsyncConnection, ids: list[int], scope: list[str] | None
 ) -> list[str]:
-    """The documents whose seed 001 integer id is in `ids`."""
+    """The documents whose `rag` integer id is in `ids`."""
     rows = await (await conn.execute(IDS_BY_INT_SQL, {"ids": ids, "scope": scope})).fetchall()
     return [r[0] for r in rows]
 

@@ -35,6 +35,12 @@ async def units(
         return await cur.fetchall()
 
 
+async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
+    """The whole extracted text: unit bodies in order (what resources, REST and full-content
+    search hits return)."""
+    return "\n\n".join(u.body for u in await units(conn, doc_id) if u.body)
+
+
 async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, int]:
     """How many units of each kind the document has (e.g. {'slide': 12})."""
     return dict(await (await conn.execute(UNIT_COUNT_SQL, (doc_id,))).fetchall())

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from pgrag.db.one import scalar
+
 GET_SQL = """
 SELECT items, total, fetched_at FROM pgrag.web_cache
 WHERE query = %(query)s AND language = %(language)s AND recency_days = %(recency)s
@@ -44,7 +46,7 @@ async def remember(
 ) -> datetime:
     """Store a fresh answer (dropping every expired one first); when it was fetched."""
     await conn.execute(PURGE_SQL, (ttl,))
-    row = await (
-        await conn.execute(PUT_SQL, {**key, "items": Jsonb(items), "total": total})
-    ).fetchone()
-    return row[0]  # type: ignore[index,no-any-return]
+    fetched_at: datetime = await scalar(
+        conn, PUT_SQL, {**key, "items": Jsonb(items), "total": total}
+    )
+    return fetched_at

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from PIL import Image
 
@@ -121,7 +121,7 @@ def _doubtful(lines: list[Line]) -> bool:
 
 def _has_ink(image: Image.Image) -> bool:
     """Dark pixels on a page where nothing was read: perhaps text turned sideways."""
-    darkest, _ = image.convert("L").getextrema()
+    darkest, _ = cast(tuple[int, int], image.convert("L").getextrema())  # one band: (min, max)
     return darkest < 100
 
 

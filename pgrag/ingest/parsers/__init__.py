@@ -75,15 +75,15 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset({*_PARSERS, *_LEGACY})
 def _function(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
     module_name, name = _PARSERS[ext]
     module = importlib.import_module(f"{__name__}.{module_name}")
-    function = getattr(module, name)
+    function: Callable[..., ParsedDocument] = getattr(module, name)
     if name == "parse_xlsx" and ext != "xlsx":
         return lambda p: function(p, file_type=ext)
     return function
 
 
-def _parser_for(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
+def _parser_for(ext: str) -> Callable[..., ParsedDocument]:
     """Resolved (and imported) before parsing, so a bug in our import is not reported
-    as a corrupt file."""
+    as a corrupt file. Called with the path; the OCR formats also take `ocr=`."""
     via_libreoffice = _LEGACY.get(ext)
     if ext == "xls":
         try:

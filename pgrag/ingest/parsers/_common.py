@@ -48,10 +48,10 @@ def _decode(data: bytes) -> tuple[str, str]:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    encoding = _detect(data)
-    if encoding is not None:
+    detected = _detect(data)
+    if detected is not None:
         try:
-            return data.decode(encoding), encoding
+            return data.decode(detected), detected
         except (UnicodeDecodeError, LookupError):
             pass  # detection ran on a sample; the rest of the file disagrees
     if data.count(0) > len(data) // 10:

@@ -279,7 +279,7 @@ def parse(path: pathlib.Path) -> ParsedDocument:
         for s in sections
         if s.title is not None
     ]
-    title = clean(props.title) or next((h["title"] for h in headings if h["level"] == 0), None)
+    title = clean(props.title) or next((str(h["title"]) for h in headings if h["level"] == 0), None)
     return ParsedDocument(
         file_type="docx",
         units=units,

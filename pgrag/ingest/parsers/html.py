@@ -11,9 +11,9 @@ import pathlib
 import re
 from dataclasses import dataclass, field
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector
-from bs4.element import PreformattedString
+from bs4.element import NavigableString, PreformattedString, Tag
 
 from ._common import clean, decode_bytes
 from .base import ParsedDocument, Unit

@@ -4,6 +4,7 @@ OCR_UNAVAILABLE instead of ingesting silently empty."""
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from typing import Any
 
@@ -42,7 +43,9 @@ def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
     numbers = list(range(1, len(sizes) + 1))
     try:
         pages, engine = ocr_images(
-            numbers, [lambda i=i: _frame(path, i) for i in range(len(sizes))], ocr or OcrOptions()
+            numbers,
+            [functools.partial(_frame, path, i) for i in range(len(sizes))],
+            ocr or OcrOptions(),
         )
     except OcrUnavailable as exc:
         raise ParseError(OCR_UNAVAILABLE, f".{ext} images need OCR: {exc.message}") from None

@@ -98,11 +98,11 @@ def parse(path: pathlib.Path) -> ParsedDocument:
                 meta={"level": level},
             )
         )
-    title = next((t for _, level, t in headings if level == 1), None) or front_title
+    doc_title = next((t for _, level, t in headings if level == 1), None) or front_title
     return ParsedDocument(
         file_type="md",
         units=units,
-        title=title,
+        title=doc_title,
         outline={
             "type": "md",
             "headings": [{"title": t, "level": lv} for _, lv, t in headings],

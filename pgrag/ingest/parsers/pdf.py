@@ -107,7 +107,7 @@ def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
         warnings.append(f"outline not read ({type(exc).__name__}: {exc})")
         bookmarks = []
     try:
-        info = reader.metadata or {}
+        info: dict[Any, Any] = reader.metadata or {}
     except Exception as exc:
         warnings.append(f"metadata not read ({type(exc).__name__}: {exc})")
         info = {}

@@ -3,6 +3,7 @@ pypdfium2 and read by the OCR runner. Mixed PDFs: only those pages."""
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import threading
 from typing import Any
@@ -53,7 +54,8 @@ def _render(path: pathlib.Path, index: int) -> Image.Image:
             page = pdf[index]
             width, height = page.get_size()  # points
             scale = min(RENDER_DPI / 72, MAX_RENDER_SIDE / max(width, height, 1))
-            return page.render(scale=scale).to_pil().convert("RGB")
+            image: Image.Image = page.render(scale=scale).to_pil().convert("RGB")
+            return image
         finally:
             pdf.close()
 
@@ -74,7 +76,7 @@ def ocr_pages(
         ) from None
     try:
         pages, engine = ocr_images(
-            numbers, [lambda n=n: _render(path, n - 1) for n in numbers], options
+            numbers, [functools.partial(_render, path, n - 1) for n in numbers], options
         )
     except OcrUnavailable as exc:
         raise ParseError(

@@ -97,7 +97,7 @@ def _xls_cell(book: Any, ctype: int, value: Any) -> str:
     if ctype == xlrd.XL_CELL_BOOLEAN:
         return format_cell(bool(value))
     if ctype == xlrd.XL_CELL_ERROR:
-        return xlrd.error_text_from_code.get(value, "#ERR")
+        return str(xlrd.error_text_from_code.get(value, "#ERR"))
     return format_cell(value)
 
 
@@ -174,7 +174,7 @@ def _ods_value(cell: Any) -> str:
         except ValueError:
             pass
     elif kind == "date":
-        raw = cell.get(f"{{{_O}}}date-value", "")
+        raw: str = cell.get(f"{{{_O}}}date-value", "")
         try:
             return format_cell(dt.datetime.fromisoformat(raw))
         except ValueError:

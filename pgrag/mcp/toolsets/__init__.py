@@ -1,4 +1,4 @@
-"""Opt-in toolsets (SPEC §5.3), each a module or package with `register(server)` that
+"""Opt-in toolsets, each a module or package with `register(server)` that
 publishes its module-level handlers; only the toolsets named in PGRAG_TOOLSETS are imported
 and registered. The compatibility toolsets (`ldims`, `rag`) live under `compat/`."""
 

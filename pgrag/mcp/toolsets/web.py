@@ -1,4 +1,4 @@
-"""The `web` toolset (SPEC §5.3, seed 002 §3): `web_search` through a SearXNG instance.
+"""The `web` toolset: `web_search` through a SearXNG instance.
 
 `GET {PGRAG_SEARXNG_URL}/search?q=…&format=json[&language=…][&time_range=…]`; the results
 are normalised (title, url, snippet, source, engine, published_at) and cached in
@@ -241,7 +241,7 @@ async def web_search(
         total=total,
     )
     message = "WEB_SEARCH_COMPLETED" if chosen else "NO_RESULTS"
-    return Envelope[WebSearchData](data=data, status=Status(message=message))
+    return Envelope[WebSearchData](data=data, status=Status(message=message))  # type: ignore[return-value]  # see enveloped
 
 
 def register(server: MCPServer[Any]) -> None:

@@ -1,4 +1,4 @@
-"""The `ldims` toolset (SPEC §5.3; seeds 000 + 003, compatibility): `searchDocuments` with
+"""The `ldims` toolset (compatibility with LDIMS clients): `searchDocuments` with
 LDIMS's input schema and response shape, and the resource
 `ldims://docs/{document_id}/extracted_content`.
 
@@ -32,11 +32,11 @@ RESPONSE_TOKEN_BUDGET = 20_000
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-# ---- searchDocuments: schema (seed 000 §4.2 + seed 003 §十) -------------------------------
+# ---- searchDocuments: schema (LDIMS's, plus the snippet options) --------------------------
 
 
 class LdimsFilters(BaseModel):
-    """Search filters (seed 000)."""
+    """Search filters (LDIMS's names)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -210,7 +210,7 @@ def _response(
     started: float,
 ) -> dict[str, Any]:
     """searchDocuments' answer for one page of pgrag's hits and their documents' metadata."""
-    # pgrag's ranking order (SQL), not seed 003 §十's re-sort by relevanceScore: the
+    # pgrag's ranking order (SQL), not a re-sort by relevanceScore: the
     # snippet score rewards one keyword near the start of a short text over a passage
     # matching every keyword, so re-sorting would put worse documents first
     hits = page.data.results
@@ -242,7 +242,7 @@ async def search_documents(
         ),
     ],
     ctx: Context[Any, Any],
-    maxResults: Annotated[  # seed 000's name
+    maxResults: Annotated[  # LDIMS's name
         int,
         Field(
             ge=1,
@@ -296,7 +296,7 @@ async def search_documents(
     if hits:
         async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             rows = await store.document_details(conn, [h.document_id for h in hits])
-    return _response(page, rows, search_mode, content, started)
+    return _response(page, rows, search_mode, content, started)  # type: ignore[return-value]  # see compat_tool
 
 
 def register(server: MCPServer[Any]) -> None:

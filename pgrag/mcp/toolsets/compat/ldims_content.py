@@ -9,16 +9,16 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.resources.base import Resource
 from mcp.server.mcpserver.resources.templates import ResourceTemplate
-from mcp.server.mcpserver.resources.types import FunctionResource, Resource
+from mcp.server.mcpserver.resources.types import FunctionResource
 from mcp.server.mcpserver.utilities.context_injection import inject_context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import ErrorCode, NotFound, PgragError
-from pgrag.mcp.app_state import _as_pgrag_error, scope_of, state_of
-from pgrag.mcp.envelope import new_trace_id
+from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_trace_id
+from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.services import documents as docs
 
@@ -30,7 +30,7 @@ def iso(value: Any) -> str | None:
 
 class _PerReadMetaTemplate(ResourceTemplate):
     """A template whose function returns (text, meta): the meta travels as the contents'
-    `_meta` (seed 000's `metadata`: documentName, extractedAt, format)."""
+    `_meta` (LDIMS's `metadata`: documentName, extractedAt, format)."""
 
     async def create_resource(self, uri: str, params: dict[str, Any], context: Any) -> Resource:
         try:
@@ -39,7 +39,7 @@ class _PerReadMetaTemplate(ResourceTemplate):
         except (ResourceError, MCPError):
             raise
         return FunctionResource(
-            uri=uri,  # type: ignore[arg-type]
+            uri=uri,
             name=self.name,
             title=self.title,
             description=self.description,
@@ -49,7 +49,7 @@ class _PerReadMetaTemplate(ResourceTemplate):
         )
 
 
-RESOURCE_DESCRIPTION = (  # seed 000 §4.1, verbatim
+RESOURCE_DESCRIPTION = (  # LDIMS's own description, verbatim (clients match on it)
     "This resource provides access to the full extracted text content of a document stored "
     "in the LDIMS system.\nUse this when you need to:\n"
     "- Read the actual content of a specific document\n"
@@ -115,7 +115,7 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
                 detail={"document_id": doc.id, "reason": "empty"},
             )
     except Exception as exc:
-        raise _resource_error(_as_pgrag_error(exc, trace_id), uri) from exc
+        raise _resource_error(as_pgrag_error(exc, trace_id), uri) from exc
     meta = {
         "documentId": doc.id,
         "documentName": doc.row["name"],

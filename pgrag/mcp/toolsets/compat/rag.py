@@ -1,16 +1,18 @@
-"""The `rag` toolset (SPEC §5.3; seed 001, compatibility): `rag_search`, `list_documents`
-and `get_document` with seed 001's input schemas and response shapes.
+"""The `rag` toolset (compatibility with clients of an earlier `rag` MCP server):
+`rag_search`, `list_documents` and `get_document` with that server's input schemas and
+response shapes.
 
-Seed 001 numbers documents with integers; pgrag's ids are UUIDs. The integer `id` here is
+That server numbers documents with integers; pgrag's ids are UUIDs. The integer `id` here is
 derived from the UUID (its first 52 bits: stable, exact in JSON numbers, and computed the
 same way in SQL), and every document also carries its `uuid` for the other toolsets.
-`get_document` accepts either. Like `ldims`, these tools answer in the seed's shape, not in
+`get_document` accepts either. Like `ldims`, these tools answer in that server's shape, not in
 pgrag's envelope; failures are `isError` results with `{isError, errorCode, errorMessage}`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -56,7 +58,7 @@ def cut_to_tokens(text: str, budget: int) -> tuple[str, bool]:
 async def resolve(
     conn: psycopg.AsyncConnection, ref: int | str, scope: list[str] | None
 ) -> docs.DocumentRef:
-    """By seed 001's integer id, or by UUID / unique path / file name."""
+    """By the integer id, or by UUID / unique path / file name."""
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
         found = await store.uuids_for_int_ids(conn, [int(text)], scope)
@@ -69,7 +71,7 @@ async def resolve(
     return await docs.resolve(conn, text, scope)
 
 
-# ---- output models (seed 001 §2.1) --------------------------------------------------------
+# ---- output models (the `rag` response shapes) ------------------------------------------
 
 
 class RagResult(BaseModel):
@@ -131,19 +133,19 @@ RAG_SEARCH_DESCRIPTION = (
     "Search for relevant document chunks using semantic similarity. Returns {results: "
     "[{chunk_id, document_id, document_name, content, similarity_score, chunk_index}], "
     "total_results, query_time_ms}; similarity_score is the cosine similarity and "
-    "threshold its minimum. (seed 001 compatibility: not pgrag's envelope)"
+    "threshold its minimum. (`rag` compatibility: not pgrag's envelope)"
 )
 LIST_DESCRIPTION = (
     "List the searchable documents: {documents: [{id, filename, file_type, file_size, "
     "chunk_count, created_at}]}. Long lists come in pages: pass next_offset as offset. "
-    "(seed 001 compatibility: not pgrag's envelope)"
+    "(`rag` compatibility: not pgrag's envelope)"
 )
 GET_DESCRIPTION = (
     "A document with its text and chunks: {document: {id, filename, file_type, "
     "content, metadata, chunks: [{id, chunk_index, content}]}}. document_id: the "
     "integer id from list_documents / rag_search (a UUID, path or unique file name "
     "also works). Large documents are cut to max_tokens (content_truncated); page the "
-    "chunks with chunk_offset = next_chunk_offset. (seed 001 compatibility)"
+    "chunks with chunk_offset = next_chunk_offset. (`rag` compatibility)"
 )
 
 
@@ -152,7 +154,7 @@ async def rag_search(
     ctx: Context[Any, Any],
     limit: Annotated[int, Field(ge=1, le=50)] = 5,
     threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7,
-    document_ids: list[int] = [],  # noqa: B006 - seed 001's schema; never mutated
+    document_ids: list[int] = [],  # noqa: B006 - `rag`'s schema (default []); never mutated
 ) -> Annotated[CallToolResult, RagSearchResponse]:
     """Semantic chunk search; each hit carries its chunk's own text and position."""
     state = state_of(ctx)
@@ -162,7 +164,7 @@ async def rag_search(
         async with scoped_connection(state.pool, scope_of(ctx)) as conn:
             uuids = await store.uuids_for_int_ids(conn, document_ids, scope_of(ctx))
         if not uuids:
-            return RagSearchResponse(
+            return RagSearchResponse(  # type: ignore[return-value]  # see compat_tool
                 results=[], total_results=0, query_time_ms=_ms(started)
             ).model_dump(mode="json")
         filters = SearchFilters(document_ids=[UUID(u) for u in uuids])
@@ -194,7 +196,7 @@ async def rag_search(
         )
         for h in hits
     ]
-    return RagSearchResponse(
+    return RagSearchResponse(  # type: ignore[return-value]  # see compat_tool
         results=results, total_results=page.data.total_matches, query_time_ms=_ms(started)
     ).model_dump(mode="json")
 
@@ -223,7 +225,7 @@ async def list_documents(
     fit = fit_to_budget(items, LIST_TOKEN_BUDGET, lambda d: item_tokens(d.model_dump()))
     kept = items[: fit.count]
     end = offset + len(kept)
-    return RagDocumentList(
+    return RagDocumentList(  # type: ignore[return-value]  # see compat_tool
         documents=kept, total=total, next_offset=end if end < total else None
     ).model_dump(mode="json")
 
@@ -252,7 +254,7 @@ async def get_document(
     fit = fit_to_budget(chunks, max_tokens, lambda c: item_tokens(c.model_dump()))
     kept = chunks[: fit.count]
     next_offset = chunk_offset + len(kept)
-    return RagDocumentResponse(
+    return RagDocumentResponse(  # type: ignore[return-value]  # see compat_tool
         document=RagDocument(
             id=int_id(doc.id),
             filename=doc.row["name"],
@@ -269,8 +271,8 @@ async def get_document(
 
 
 def register(server: MCPServer[Any]) -> None:
-    """Publish rag_search, list_documents and get_document in seed 001's shapes."""
-    tools = [
+    """Publish rag_search, list_documents and get_document in the `rag` shapes."""
+    tools: list[tuple[Callable[..., Awaitable[Any]], str, float]] = [
         (rag_search, RAG_SEARCH_DESCRIPTION, SEARCH_TIMEOUT_S),
         (list_documents, LIST_DESCRIPTION, DEFAULT_TIMEOUT_S),
         (get_document, GET_DESCRIPTION, DEFAULT_TIMEOUT_S),

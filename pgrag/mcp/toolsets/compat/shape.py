@@ -64,6 +64,7 @@ COMPAT = CompatShape()
 
 def compat_tool(
     tool: str, timeout: float
-) -> Callable[[Callable[..., Awaitable[dict[str, Any]]]], Callable[..., Awaitable[CallToolResult]]]:
-    """`tool_call` answering in the compatibility shape."""
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
+    """`tool_call` answering in the compatibility shape. The body returns a dict; its return
+    annotation is what the SDK publishes (the wrapper's CallToolResult), hence `Any` here."""
     return tool_call(tool, COMPAT, timeout)
