@@ -105,9 +105,9 @@ class Deleted:
     path: str
 
 
-@dataclass(frozen=True)
-class SavedNote:
-    """A saved document as find lists it: a preview, and the whole text when asked."""
+class SavedItem(BaseModel):
+    """A saved document as find lists it: a preview, and the whole text when asked (also
+    the find_documents tool's output item)."""
 
     document_id: str
     title: str | None
@@ -120,7 +120,7 @@ class SavedNote:
     created_at: str | None
     updated_at: str | None
     preview: str
-    content: str | None
+    content: str | None = None
 
 
 # ---- operations ---------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class SavedDocuments:
 
     async def find(
         self, topic: str | None, tags: list[str] | None, limit: int, include_content: bool
-    ) -> list[SavedNote]:
+    ) -> list[SavedItem]:
         """Saved documents by part of their topic or title (any case) and any of `tags`,
         newest first."""
         pattern = None
@@ -350,11 +350,11 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _note(row: SavedRow, include_content: bool) -> SavedNote:
+def _note(row: SavedRow, include_content: bool) -> SavedItem:
     meta = row.metadata or {}
     content = row.content or ""
     source = meta.get("source")
-    return SavedNote(
+    return SavedItem(
         document_id=row.document_id,
         title=row.title,
         topic=meta.get("topic"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -11,7 +10,7 @@ from pydantic import Field
 from pgrag.mcp.app_state import enveloped
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.toolsets.write.common import result, saved_documents
-from pgrag.mcp.toolsets.write.models import FoundData, SavedItem
+from pgrag.mcp.toolsets.write.models import FoundData
 
 
 @enveloped("find_documents")
@@ -33,5 +32,4 @@ async def find_documents(
     """Find documents saved with save_document by topic or title and tags, newest
     first. For questions about their content use `search` instead."""
     notes = await saved_documents(ctx).find(topic, tags, limit, include_content)
-    items = [SavedItem(**{**asdict(n), "source": n.source}) for n in notes]
-    return Envelope[FoundData](data=FoundData(items=items))
+    return Envelope[FoundData](data=FoundData(items=notes))

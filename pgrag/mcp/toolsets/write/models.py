@@ -3,11 +3,9 @@ service's (DocumentSource, DocumentPatch in services/saved.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from pgrag.services.saved import DocumentSource
+from pgrag.services.saved import SavedItem
 
 
 class SavedData(BaseModel):
@@ -29,21 +27,6 @@ class DeletedData(BaseModel):
     deleted: bool
     document_id: str
     path: str
-
-
-class SavedItem(BaseModel):
-    document_id: str
-    title: str | None
-    topic: str | None
-    path: str
-    folder: str
-    tags: list[str]
-    source: DocumentSource | None
-    metadata: dict[str, Any]
-    created_at: str | None
-    updated_at: str | None
-    preview: str
-    content: str | None = None
 
 
 class FoundData(BaseModel):
