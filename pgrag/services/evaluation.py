@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pgrag.search.engine import SearchService
 from pgrag.search.models import Location, SearchFilters, SearchHit, SearchRequest
+from pgrag.store import catalog
 
 EvalMode = Literal["hybrid", "semantic", "keyword", "regex"]
 EVAL_MODES: tuple[str, ...] = ("hybrid", "semantic", "keyword", "regex")
@@ -225,18 +226,6 @@ class Outcome:
         return asdict(self)
 
 
-_RESOLVE_SQL = """
-SELECT d.id::text, d.path FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
-WHERE (d.id::text = %(doc)s OR d.path = %(doc)s OR d.name = %(doc)s)
-  AND (%(collection)s::text IS NULL OR c.name = %(collection)s)
-"""
-_DOC_TEXT_SQL = """
-SELECT string_agg(left(u.body, 4000), E'\\n' ORDER BY u.number)
-FROM (SELECT body, number FROM pgrag.units WHERE document_id = ANY(%(ids)s::uuid[])
-      ORDER BY number LIMIT 20) u
-"""
-
-
 async def _resolve(
     pool: AsyncConnectionPool, documents: Iterable[str], collection: str | None
 ) -> dict[str, tuple[set[str], str]]:
@@ -244,14 +233,8 @@ async def _resolve(
     out: dict[str, tuple[set[str], str]] = {}
     async with pool.connection() as conn:
         for doc in dict.fromkeys(documents):
-            rows = await (
-                await conn.execute(_RESOLVE_SQL, {"doc": doc, "collection": collection})
-            ).fetchall()
-            ids = {r[0] for r in rows}
-            lang = "unknown"
-            if ids:
-                row = await (await conn.execute(_DOC_TEXT_SQL, {"ids": list(ids)})).fetchone()
-                lang = detect_language(row[0] or "") if row else "unknown"
+            ids = {doc_id for doc_id, _ in await catalog.documents_named(conn, doc, collection)}
+            lang = detect_language(await catalog.text_sample(conn, list(ids))) if ids else "unknown"
             out[doc] = (ids, lang)
     return out
 

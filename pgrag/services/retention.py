@@ -7,13 +7,10 @@ import logging
 
 from psycopg_pool import AsyncConnectionPool
 
-from pgrag.db.one import one_row
+from pgrag.store.logs import prune_batch
 
 log = logging.getLogger(__name__)
 
-PRUNE_SQL = (
-    "SELECT search_log_rows, audit_log_rows FROM pgrag.prune_logs(make_interval(days => %s), %s)"
-)
 PRUNE_EVERY_S = 3600.0
 
 
@@ -24,8 +21,7 @@ async def prune_logs(pool: AsyncConnectionPool, days: int, batch: int = 10_000) 
         return 0, 0
     while True:
         async with pool.connection() as conn:
-            row = await one_row(conn, PRUNE_SQL, (days, batch))
-        searched, audited = int(row[0]), int(row[1])
+            searched, audited = await prune_batch(conn, days, batch)
         total_search += searched
         total_audit += audited
         if searched < batch and audited < batch:

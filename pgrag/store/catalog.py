@@ -100,3 +100,29 @@ async def chunks(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(CHUNKS_SQL, {"doc": doc_id, "after": after, "limit": limit})
         return await cur.fetchall()
+
+
+EVAL_RESOLVE_SQL = """
+SELECT d.id::text, d.path FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE (d.id::text = %(doc)s OR d.path = %(doc)s OR d.name = %(doc)s)
+  AND (%(collection)s::text IS NULL OR c.name = %(collection)s)
+"""
+TEXT_SAMPLE_SQL = """
+SELECT string_agg(left(u.body, 4000), E'\\n' ORDER BY u.number)
+FROM (SELECT body, number FROM pgrag.units WHERE document_id = ANY(%(ids)s::uuid[])
+      ORDER BY number LIMIT 20) u
+"""
+
+
+async def documents_named(
+    conn: psycopg.AsyncConnection, ref: str, collection: str | None
+) -> list[tuple[str, str]]:
+    """(id, path) of the documents whose id, path or file name is `ref`, in `collection`."""
+    cur = await conn.execute(EVAL_RESOLVE_SQL, {"doc": ref, "collection": collection})
+    return [(str(r[0]), str(r[1])) for r in await cur.fetchall()]
+
+
+async def text_sample(conn: psycopg.AsyncConnection, ids: list[str]) -> str:
+    """The start of the documents' text (first 20 units, 4,000 characters each)."""
+    row = await (await conn.execute(TEXT_SAMPLE_SQL, {"ids": ids})).fetchone()
+    return str(row[0] or "") if row else ""
