@@ -23,14 +23,12 @@ from pgrag.language import detect_language
 from pgrag.metrics import observe_search
 from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
 from pgrag.search import sql
+from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import (
     extract_keywords,
-    find_matches,
-    find_regex_matches,
     to_postgres_regex,
 )
-from pgrag.search.models import Context, Explain, Location, SearchData, SearchHit, SearchRequest
-from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
+from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
@@ -39,10 +37,7 @@ log = logging.getLogger(__name__)
 
 MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
 REGEX_TIMEOUT_MS = 3000
-CONTEXT_CHARS = 200  # context.before / context.after
-PREVIEW_CHARS = 240
 MAX_POOL = 1000
-DOCUMENT_SNIPPETS = 3  # scope=documents: each document's best snippets, so a page holds several
 
 
 HIT_RESERVE = 300  # tokens of a hit besides its full text (ids, location, metadata)
@@ -349,14 +344,8 @@ class SearchService:
                 continue
             hit_chunks = [details[i] for i in (r.chunk_ids or [r.chunk_id]) if i in details]
             hits.append(
-                self._hit(
-                    req,
-                    mode,
-                    r.rank,
-                    d,
-                    hit_chunks,
-                    keywords,
-                    content_mode,
+                build_hit(
+                    HitSource(req, mode, r.rank, d, hit_chunks, keywords, content_mode),
                     full_texts.get(d.document_id),
                     Explain(
                         lexical_rank=r.lexical_rank,
@@ -369,6 +358,8 @@ class SearchService:
                         chunk_lang=d.lang,
                         **self._fusion_explain(mode),
                     ),
+                    max_snippets=self.max_snippets,
+                    snippet_summary=self.snippet_summary,
                 )
             )
         return hits
@@ -387,95 +378,6 @@ class SearchService:
             "max_lexical_share": f.max_lexical_share if f.fusion == "adaptive" else None,
             "proximity_weight": f.proximity_weight if f.fusion == "adaptive" else None,
         }
-
-    def _hit(
-        self,
-        req: SearchRequest,
-        mode: str,
-        rank: int,
-        d: ChunkDetail,
-        chunks: list[ChunkDetail],
-        keywords: list[str],
-        content_mode: str,
-        full_text: tuple[str, bool] | None,
-        explain: Explain,
-    ) -> SearchHit:
-        window = d.window or d.content
-        lo, hi = d.char_start - d.base, d.char_end - d.base
-        score = self._score(mode, explain)
-        snippets = []
-        if content_mode == "smart_extract":
-            for ch in chunks:
-                w = ch.window or ch.content
-                src = SnippetSource(
-                    text=w,
-                    base=ch.base,
-                    text_len=ch.body_len or len(w),
-                    lo=ch.char_start - ch.base,
-                    hi=ch.char_end - ch.base,
-                    file_id=ch.document_id,
-                    file_name=ch.name,
-                )
-                matches = (
-                    find_regex_matches(w, req.query)
-                    if mode == "regex"
-                    else find_matches(w, keywords)
-                )
-                snippets += make_snippets(
-                    src,
-                    matches,
-                    context_chars=req.context_chars,
-                    merge_overlapping=req.merge_overlapping,
-                    with_details=req.return_scoring_details,
-                )
-            cap = (
-                self.max_snippets
-                if req.scope == "chunks"
-                else min(self.max_snippets, DOCUMENT_SNIPPETS)
-            )
-            snippets = finalise(snippets, cap)
-        rows = f"{d.row_start}-{d.row_end}" if d.row_start is not None else None
-        meta: dict[str, object] = {"document_type": d.file_type, "title": d.title}
-        if d.author:
-            meta["author"] = d.author
-        if d.modified_at:
-            meta["modified"] = d.modified_at.isoformat()
-        for key in ("total_pages", "total_slides", "total_rows", "pages_estimated"):
-            if isinstance(d.outline, dict) and key in d.outline:
-                meta[key] = d.outline[key]
-        preview_src = snippets[0].content if snippets else d.content
-        return SearchHit(
-            rank=rank,
-            document_id=d.document_id,
-            chunk_id=d.id,
-            name=d.name,
-            path=d.path,
-            score=score,
-            location=Location(
-                page=d.page, section=d.section, sheet=d.sheet, slide=d.slide, rows=rows
-            ),
-            preview=" ".join(preview_src.split())[:PREVIEW_CHARS],
-            snippets=snippets,
-            matched_context=summary(snippets) if snippets and self.snippet_summary else None,
-            content=full_text[0] if full_text else None,
-            content_truncated=full_text[1] if full_text else None,
-            context=Context(
-                before=window[max(0, lo - CONTEXT_CHARS) : max(lo, 0)].lstrip(),
-                after=window[hi : hi + CONTEXT_CHARS].rstrip(),
-            ),
-            metadata=meta,
-            explain=explain if req.explain else None,
-        )
-
-    @staticmethod
-    def _score(mode: str, e: Explain) -> float:
-        if mode == "regex":
-            return float(e.regex_matches or 0)
-        if mode == "semantic":
-            return round(float(e.semantic_score or 0.0), 6)
-        if mode == "keyword" and e.lexical_score is not None:
-            return round(float(e.lexical_score), 6)
-        return round(float(e.fused_score or 0.0), 6)
 
     async def _log(
         self,
