@@ -215,6 +215,12 @@ def test_sigterm_stops_serve_over_http_which_says_where_it_listens(home: Path) -
     _following_command_is_clean(home)
 
 
+def _hangup_default() -> None:
+    """In the child: SIGHUP as a terminal would send it. A suite run under nohup would
+    hand its ignored SIGHUP down, and pgrag keeps an ignored SIGHUP ignored (as it should)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def test_serve_over_http_says_when_auth_is_off_and_stops_on_sighup(home: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
@@ -223,6 +229,7 @@ def test_serve_over_http_says_when_auth_is_off_and_stops_on_sighup(home: Path) -
         stderr=subprocess.PIPE,
         text=True,
         env=_env(home),
+        preexec_fn=_hangup_default,
     )
     try:
         said = "".join(_read_stderr_until(proc, "database:"))
