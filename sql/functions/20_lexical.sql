@@ -255,13 +255,17 @@ BEGIN
             OFFSET 0) x
         WHERE q.plain OR x.v @@ q.tsq
     ),
-    rest AS MATERIALIZED (
-        SELECT f.*, c.document_id FROM q, qt,
+    -- the fallback's own step, then joined: on Citus a function joined with a distributed
+    -- table is pushed to the shards, where its own query over them may not run
+    fallback AS MATERIALIZED (
+        SELECT f.* FROM q, qt,
              pgrag.lexical_fallback_in(q.tsq, qt.terms, collection_ids, filters,
                                        ARRAY(SELECT id FROM cand), 10 * pool_size, readable) f
-             JOIN pgrag.chunks c ON c.id = f.id
         WHERE (SELECT count(*) FROM cand) < pool_size
           AND (SELECT count(*) FROM cand) < (SELECT count(*) FROM presence)
+    ),
+    rest AS MATERIALIZED (
+        SELECT f.*, c.document_id FROM fallback f JOIN pgrag.chunks c ON c.id = f.id
     ),
     scoring AS (SELECT * FROM cand UNION ALL SELECT * FROM rest),
     norm AS (
