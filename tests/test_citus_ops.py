@@ -29,9 +29,12 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.errors import UpstreamError
 from pgrag.ingest.pipeline import Ingestor, Outcome
+from pgrag.ingest.reindex import reindex
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.graph import GraphService
+from pgrag.services.retention import prune_logs
 from pgrag.services.saved import DocumentPatch, NewDocument, SavedDocuments
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database, pgrag_cmd
@@ -505,3 +508,107 @@ def test_deletes_outside_a_version_keep_the_language_sums(pair: tuple[str, str, 
     assert ("notes", "saved/draft.md") not in {r[:2] for r in after["documents"]}
     assert ("finance", "audit.md") not in {r[:2] for r in after["documents"]}
     assert after["language_sums"] == _recounted_sums(pair[0])
+
+
+# ---- 7. reindex -----------------------------------------------------------------------------
+
+
+async def _reindexed(dsn: str) -> list[list[list[tuple[str, int, float]]]]:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        result = await reindex(db.pool, "hr", HashEmbedder("hash/256"), batch=2, drop_old=True)
+    assert result.chunks > 0 and result.dropped_set_ids
+    searches: list[dict[str, Any]] = [
+        {"query": q, "mode": m, "limit": 5, "filters": {"collection": "hr"}}
+        for q in ("vacation leave requests", "expense claims")
+        for m in ("semantic", "hybrid")
+    ]
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        service = SearchService(db.pool, HashEmbedder("hash/256"))
+        pages = []
+        for kw in searches:
+            page = await service.search(SearchRequest(**kw))
+            pages.append([[(h.path, h.rank, round(h.score, 6)) for h in page.data.results]])
+    return pages
+
+
+def test_reindex_switches_a_collection_to_another_embedding_set(
+    pair: tuple[str, str, Path],
+) -> None:
+    url, single, _ = pair
+    got = asyncio.run(_reindexed(url))
+    assert all(p[0] for p in got) and got == asyncio.run(_reindexed(single))
+    after = _state(url)
+    assert after == _state(single)
+    assert {r[1] for r in after["embeddings"] if r[0] == "hr"} == {"hash/256"}
+    assert after["language_sums"] == _recounted_sums(url)
+    with psycopg.connect(url) as conn:  # the old set's index went from every shard
+        left = conn.execute(
+            "SELECT result FROM run_command_on_shards('pgrag.embeddings', $$SELECT"
+            " string_agg(indexname, ',') FROM pg_indexes WHERE schemaname || '.' || tablename = '%s'"
+            " AND indexname LIKE 'embeddings_hnsw_%%'$$)"
+        ).fetchall()
+        sets = conn.execute(
+            "SELECT es.id FROM pgrag.embedding_sets es JOIN pgrag.collections c"
+            " ON c.active_set_id = es.id ORDER BY es.id"
+        ).fetchall()
+    names = {n for (r,) in left if r for n in r.split(",")}
+    assert {n.rsplit("_", 1)[0] for n in names} == {f"embeddings_hnsw_{s}" for (s,) in sets}
+
+
+# ---- 8. the graph toolset and log retention ---------------------------------------------------
+
+
+async def _graph_and_retention(dsn: str) -> dict[str, Any]:
+    settings = _settings(dsn)
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        graph = GraphService(db.pool, settings)
+        async with db.pool.connection() as conn:
+            chunk = await (
+                await conn.execute(
+                    "SELECT c.id FROM pgrag.chunks c JOIN pgrag.documents d"
+                    " ON d.collection_id = c.collection_id AND d.id = c.document_id"
+                    " WHERE d.path = 'contracts/signing.md'"
+                )
+            ).fetchone()
+        assert chunk is not None
+        alice = await graph.create_node(
+            None, "Person", "Alice Legal", {"team": "legal"}, None, None
+        )
+        signing = await graph.create_node(None, "Document", "Signing", None, None, chunk[0])
+        hr = await graph.create_node(None, "Organization", "HR", None, "leave.md", None)
+        await graph.create_relationship(alice.id, signing.id, "MENTIONS", None)
+        await graph.create_relationship(alice.id, hr.id, "WORKS_FOR", {"since": 2020})
+        path = await graph.find_path(signing.id, hr.id, 3, None, "both")
+        near = await graph.neighbors(alice.id, 2, None, "out", 10)
+        _, fuzzy = await graph.fuzzy_search("alise legal", None, 5)
+        assert signing.document_id is not None and hr.document_id is not None
+        await graph.delete_node(hr.id, detach=True)
+        async with db.pool.connection() as conn:  # a search a year old, and one now
+            await conn.execute(
+                "INSERT INTO pgrag.search_log (query, mode, scope, params, results, created_at)"
+                " VALUES ('old', 'keyword', 'chunks', '{}', '[]', now() - interval '400 days'),"
+                "        ('new', 'keyword', 'chunks', '{}', '[]', now())"
+            )
+        pruned = await prune_logs(db.pool, 30, batch=1)
+        async with db.pool.connection() as conn:
+            left = await (
+                await conn.execute(
+                    "SELECT array_agg(query) FROM pgrag.search_log WHERE query IN ('old', 'new')"
+                )
+            ).fetchone()
+    return {
+        "path": path and [n.name for n in path.nodes],
+        "near": sorted((n.name, d) for n, d in near.nodes),  # ties: by random node ids
+        "fuzzy": [n.name for n in fuzzy][:1],
+        "links": (signing.chunk_id == chunk[0], hr.document_id is not None),
+        "pruned": pruned[0],
+        "logs_left": left and left[0],
+    }
+
+
+def test_graph_toolset_and_log_retention_work_on_the_cluster(pair: tuple[str, str, Path]) -> None:
+    url, single, _ = pair
+    got = asyncio.run(_graph_and_retention(url))
+    assert got == asyncio.run(_graph_and_retention(single))
+    assert got["path"] == ["Signing", "Alice Legal", "HR"] and got["fuzzy"] == ["Alice Legal"]
+    assert got["pruned"] == 1 and got["logs_left"] == ["new"] and got["links"] == (True, True)
