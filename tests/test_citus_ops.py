@@ -103,6 +103,9 @@ def pair(
     url = fresh_database(citus)
     asyncio.run(migrate(url, True))
     single = create_database(server_dsn)
+    with psycopg.connect(single, autocommit=True) as conn:
+        # no ANALYZE behind the test's back: BM25's N stays the exact count on both sides
+        conn.execute("ALTER TABLE pgrag.chunks SET (autovacuum_enabled = off)")
     tmp = tmp_path_factory.mktemp("ops")
     for side, dsn in (("c", url), ("s", single)):
         for collection, files in CORPUS.items():
@@ -612,3 +615,25 @@ def test_graph_toolset_and_log_retention_work_on_the_cluster(pair: tuple[str, st
     assert got == asyncio.run(_graph_and_retention(single))
     assert got["path"] == ["Signing", "Alice Legal", "HR"] and got["fuzzy"] == ["Alice Legal"]
     assert got["pruned"] == 1 and got["logs_left"] == ["new"] and got["links"] == (True, True)
+
+
+# ---- 4. the chunk count of BM25's idf -------------------------------------------------------
+
+
+def test_chunk_count_estimate_is_exact_without_reading_the_chunks(
+    pair: tuple[str, str, Path],
+) -> None:
+    """On Citus the figure comes from the maintained per-language sums: it equals the chunk
+    count, and it answers while pgrag.chunks is locked (a count over the shards would wait)."""
+    url, single, _ = pair
+    for dsn in (url, single):
+        with psycopg.connect(dsn) as conn:
+            n, estimate = conn.execute(
+                "SELECT count(*), pgrag.chunk_count_estimate() FROM pgrag.chunks"
+            ).fetchone() or (None, None)
+        assert n and estimate == n
+    with psycopg.connect(url) as locker, psycopg.connect(url) as reader:
+        locker.execute("LOCK TABLE pgrag.chunks IN ACCESS EXCLUSIVE MODE")
+        reader.execute("SET lock_timeout = '3s'")
+        assert reader.execute("SELECT pgrag.chunk_count_estimate()").fetchone() == (n,)
+        locker.rollback()
