@@ -300,6 +300,7 @@ class Ingestor:
                 message = error.message if error else "no content"
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status="failed",
                     code=code,
@@ -309,11 +310,12 @@ class Ingestor:
                 )
                 return FileResult(rel, Outcome.FAILED, error_code=code, error=message)
             try:
-                vectors, embedded = await self._embed(conn, doc_id, prepared)
+                vectors, embedded = await self._embed(conn, col.id, doc_id, prepared)
             except PgragError as exc:
                 status = "pending" if isinstance(exc, UpstreamError) else "failed"
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status=status,
                     code=str(exc.code),
@@ -342,6 +344,7 @@ class Ingestor:
                 )
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status="pending",
                     code=str(ErrorCode.INVALID_ARGUMENT),
@@ -363,7 +366,11 @@ class Ingestor:
         return FileResult(rel, outcome, chunks=len(prepared.chunks), embedded=embedded)
 
     async def _embed(
-        self, conn: psycopg.AsyncConnection, doc_id: UUID, prepared: PreparedDocument
+        self,
+        conn: psycopg.AsyncConnection,
+        collection_id: int,
+        doc_id: UUID,
+        prepared: PreparedDocument,
     ) -> tuple[np.ndarray, int]:
         texts = prepared.embed_texts()
         batch = max(self.provider.batch_size * 2, 32)
@@ -375,7 +382,7 @@ class Ingestor:
             embedded += n
             done = min(len(texts), start + batch)
             if len(texts) > batch:
-                await store.set_progress(conn, doc_id, 100.0 * done / len(texts))
+                await store.set_progress(conn, collection_id, doc_id, 100.0 * done / len(texts))
             self.report(IngestEvent("embed", prepared.found.rel, total=len(texts), done=done))
         if not parts:
             return np.zeros((0, self.provider.dimensions), dtype=np.float32), 0

@@ -103,13 +103,16 @@ ON CONFLICT (collection_id, path) DO UPDATE
 RETURNING id
 """
 
-PROGRESS_SQL = "UPDATE pgrag.documents SET progress = %s WHERE id = %s AND status = 'processing'"
+PROGRESS_SQL = """
+UPDATE pgrag.documents SET progress = %s
+WHERE collection_id = %s AND id = %s AND status = 'processing'
+"""
 
 MARK_FAILED_SQL = """
 UPDATE pgrag.documents
    SET status = %(status)s, error_code = %(code)s, error_detail = %(detail)s,
        content_hash = %(hash)s, size_bytes = %(size)s, progress = 0, updated_at = now()
- WHERE id = %(id)s
+ WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
 LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
@@ -231,12 +234,15 @@ async def mark_processing(
     return document_id
 
 
-async def set_progress(conn: psycopg.AsyncConnection, document_id: UUID, percent: float) -> None:
-    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), document_id))
+async def set_progress(
+    conn: psycopg.AsyncConnection, collection_id: int, document_id: UUID, percent: float
+) -> None:
+    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), collection_id, document_id))
 
 
 async def mark_failed(
     conn: psycopg.AsyncConnection,
+    collection_id: int,
     document_id: UUID,
     *,
     status: str,
@@ -248,6 +254,7 @@ async def mark_failed(
     await conn.execute(
         MARK_FAILED_SQL,
         {
+            "cid": collection_id,
             "id": document_id,
             "status": status,
             "code": code,
