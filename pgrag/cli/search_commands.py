@@ -243,13 +243,7 @@ def search(
 
     async def go() -> tuple[SearchPage, list[SearchHit], int]:
         async with open_runtime(settings, max_pool=2) as rt:
-            service = SearchService(
-                rt.db.pool,
-                rt.provider,
-                max_snippets=settings.search_max_snippets,
-                snippet_summary=settings.return_snippet_summary,
-                default_content_mode=settings.default_content_mode,
-            )
+            service = SearchService.configured(rt.db.pool, rt.provider, settings)
             first = page = await service.search(request, caller="cli")
             hits = list(page.data.results)
             # a person asked for --limit results: pages a token budget cut short are

@@ -27,6 +27,7 @@ from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.ranking import FusionParams, RankInput, load_fusion, rank
+from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
@@ -73,6 +74,19 @@ class SearchService:
         self.log_searches = log_searches
         self._codec: ContinuationCodec | None = None
 
+    @classmethod
+    def configured(
+        cls, pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: Settings
+    ) -> SearchService:
+        """The service with the operator's snippet and content settings (CLI and servers)."""
+        return cls(
+            pool,
+            provider,
+            max_snippets=settings.search_max_snippets,
+            snippet_summary=settings.return_snippet_summary,
+            default_content_mode=settings.default_content_mode,
+        )
+
     @property
     def fusion(self) -> FusionParams:
         """The ranking defaults; read from the database by the first search."""
@@ -86,9 +100,12 @@ class SearchService:
         return self._fusion
 
     async def codec(self, conn: psycopg.AsyncConnection) -> ContinuationCodec:
+        """The continuation-token codec, keyed by the database's secret (read once)."""
         if self._codec is None:
-            secret = await scalar(conn, sql.SECRET_SQL)
-            self._codec = ContinuationCodec(secret.encode())
+            row = await (await conn.execute(sql.SECRET_SQL)).fetchone()
+            if row is None:  # migration 0003 stores it: never absent on a migrated database
+                raise RuntimeError("pgrag's continuation secret is missing: run `pgrag db migrate`")
+            self._codec = ContinuationCodec(row[0].encode())
         return self._codec
 
     @observe_search
