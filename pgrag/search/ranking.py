@@ -25,7 +25,7 @@ MAX_POOL = 1000
 
 @dataclass(frozen=True)
 class FusionParams:
-    """What the ranking SQL ranks with: `pgrag.fusion_defaults()` (sql/functions/40_hybrid.sql,
+    """What the ranking SQL ranks with: `pgrag.fusion_defaults()` (sql/functions/05_defaults.sql,
     the one place the defaults live), read once per service. Sent with every search, shown by
     --explain and logged, so that pgrag.explain_search replays a search exactly even after
     the defaults change. 'adaptive' blends max-normalised BM25 (times a proximity term) and
