@@ -173,17 +173,10 @@ class Ingestor:
         """Drop the documents of deleted paths; a deleted (or moved away) folder is one
         path, so everything under it goes too."""
         col = await self.collection()
-        folders = [p.rstrip("/") + "/" for p in rel_paths]
         async with self.pool.connection() as conn:
-            rows = await (
-                await conn.execute(
-                    "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"
-                    " AND (path = ANY(%s) OR path ^@ ANY(%s)) RETURNING path",
-                    (col.id, str(root), rel_paths, folders),
-                )
-            ).fetchall()
-        metrics.count_ingest("removed", len(rows))
-        return [r[0] for r in rows]
+            removed = await store.remove_paths(conn, col.id, str(root), rel_paths)
+        metrics.count_ingest("removed", len(removed))
+        return removed
 
     async def _ingest_files(
         self, col: Collection, root: Path, files: list[FoundFile], summary: IngestSummary

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
+from pgrag.store.changes import announce, changing
 
 
 class UnitIn(Protocol):
@@ -185,6 +186,12 @@ WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NO
 RETURNING path
 """
 
+REMOVE_PATHS_SQL = """
+DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s
+   AND (path = ANY(%s) OR path ^@ ANY(%s))
+RETURNING path
+"""
+
 DELETE_DOCUMENT_SQL = "DELETE FROM pgrag.documents WHERE id = %s::uuid"
 
 
@@ -198,19 +205,20 @@ async def known_documents(
 async def mark_processing(
     conn: psycopg.AsyncConnection, collection_id: int, fields: DocumentFields
 ) -> UUID:
-    row = await (
-        await conn.execute(
-            MARK_PROCESSING_SQL,
-            {
-                "cid": collection_id,
-                "path": fields.path,
-                "folder": fields.folder,
-                "name": fields.name,
-                "file_type": fields.file_type,
-                "metadata": Jsonb(fields.metadata),
-            },
-        )
-    ).fetchone()
+    async with changing(conn, "INSERT", "UPDATE"):  # an upsert: the trigger fires both
+        row = await (
+            await conn.execute(
+                MARK_PROCESSING_SQL,
+                {
+                    "cid": collection_id,
+                    "path": fields.path,
+                    "folder": fields.folder,
+                    "name": fields.name,
+                    "file_type": fields.file_type,
+                    "metadata": Jsonb(fields.metadata),
+                },
+            )
+        ).fetchone()
     if row is None:  # an upsert with RETURNING always answers a row
         raise PgragError("the document row was not written", code=ErrorCode.INTERNAL)
     document_id: UUID = row[0]
@@ -231,17 +239,18 @@ async def mark_failed(
     content_hash: str | None,
     size: int | None,
 ) -> None:
-    await conn.execute(
-        MARK_FAILED_SQL,
-        {
-            "id": document_id,
-            "status": status,
-            "code": code,
-            "detail": detail,
-            "hash": content_hash,
-            "size": size,
-        },
-    )
+    async with changing(conn, "UPDATE"):
+        await conn.execute(
+            MARK_FAILED_SQL,
+            {
+                "id": document_id,
+                "status": status,
+                "code": code,
+                "detail": detail,
+                "hash": content_hash,
+                "size": size,
+            },
+        )
 
 
 async def _write_units(
@@ -362,19 +371,35 @@ async def write_version(
                 "metadata": Jsonb(fields.metadata),
             },
         )
+        await announce(conn, "UPDATE")
     return True
 
 
 async def remove_missing(
     conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
 ) -> list[str]:
-    rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
+    async with changing(conn, "DELETE"):
+        cur = await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))
+        rows = await cur.fetchall()
+    return [r[0] for r in rows]
+
+
+async def remove_paths(
+    conn: psycopg.AsyncConnection, collection_id: int, root: str, rel_paths: list[str]
+) -> list[str]:
+    """Delete the documents of `rel_paths` under `root` (watch mode: files deleted or moved
+    away); a path names a folder too, so everything under it goes; the paths deleted."""
+    folders = [p.rstrip("/") + "/" for p in rel_paths]
+    async with changing(conn, "DELETE"):
+        cur = await conn.execute(REMOVE_PATHS_SQL, (collection_id, root, rel_paths, folders))
+        rows = await cur.fetchall()
     return [r[0] for r in rows]
 
 
 async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
     """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
-    await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
+    async with changing(conn, "DELETE"):
+        await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
