@@ -31,6 +31,7 @@ from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
 from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
+from pgrag.store.changes import changing
 from pgrag.store.collections import Collection, ensure_collection
 
 if TYPE_CHECKING:
@@ -173,10 +174,17 @@ class Ingestor:
         """Drop the documents of deleted paths; a deleted (or moved away) folder is one
         path, so everything under it goes too."""
         col = await self.collection()
-        async with self.pool.connection() as conn:
-            removed = await store.remove_paths(conn, col.id, str(root), rel_paths)
-        metrics.count_ingest("removed", len(removed))
-        return removed
+        folders = [p.rstrip("/") + "/" for p in rel_paths]
+        async with self.pool.connection() as conn, changing(conn, "DELETE"):
+            rows = await (
+                await conn.execute(
+                    "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"
+                    " AND (path = ANY(%s) OR path ^@ ANY(%s)) RETURNING path",
+                    (col.id, str(root), rel_paths, folders),
+                )
+            ).fetchall()
+        metrics.count_ingest("removed", len(rows))
+        return [r[0] for r in rows]
 
     async def _ingest_files(
         self, col: Collection, root: Path, files: list[FoundFile], summary: IngestSummary

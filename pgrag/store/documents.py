@@ -186,12 +186,6 @@ WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NO
 RETURNING path
 """
 
-REMOVE_PATHS_SQL = """
-DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s
-   AND (path = ANY(%s) OR path ^@ ANY(%s))
-RETURNING path
-"""
-
 DELETE_DOCUMENT_SQL = "DELETE FROM pgrag.documents WHERE id = %s::uuid"
 
 
@@ -380,18 +374,6 @@ async def remove_missing(
 ) -> list[str]:
     async with changing(conn, "DELETE"):
         cur = await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))
-        rows = await cur.fetchall()
-    return [r[0] for r in rows]
-
-
-async def remove_paths(
-    conn: psycopg.AsyncConnection, collection_id: int, root: str, rel_paths: list[str]
-) -> list[str]:
-    """Delete the documents of `rel_paths` under `root` (watch mode: files deleted or moved
-    away); a path names a folder too, so everything under it goes; the paths deleted."""
-    folders = [p.rstrip("/") + "/" for p in rel_paths]
-    async with changing(conn, "DELETE"):
-        cur = await conn.execute(REMOVE_PATHS_SQL, (collection_id, root, rel_paths, folders))
         rows = await cur.fetchall()
     return [r[0] for r in rows]
 
