@@ -16,7 +16,9 @@ time (the distributed-only variant, kept to this list):
   reindex) writes the chunk's language, document and collection and calls
   pgrag.write_language_sums, which the triggers made a no-op on a single server;
 - the `documents_changed` NOTIFY trigger is dropped: it would fire on a worker, where no
-  pgrag server listens (change notifications on Citus: docs/scale-out.md, still to do);
+  pgrag server listens; the writer (pgrag.store.changes) calls
+  pgrag.announce_documents_changed in the change's transaction instead, a no-op while the
+  trigger exists, so the NOTIFY leaves the coordinator on commit;
 - foreign keys and row-security policies are taken off while the tables are converted one
   at a time and put back after;
 - parameterised LANGUAGE sql functions over distributed tables, which Citus cannot plan,

@@ -31,6 +31,7 @@ from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
 from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
+from pgrag.store.changes import changing
 from pgrag.store.collections import Collection, ensure_collection
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ class Ingestor:
         path, so everything under it goes too."""
         col = await self.collection()
         folders = [p.rstrip("/") + "/" for p in rel_paths]
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, changing(conn, "DELETE"):
             rows = await (
                 await conn.execute(
                     "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"

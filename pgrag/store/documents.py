@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
+from pgrag.store.changes import announce, changing
 
 
 class UnitIn(Protocol):
@@ -198,19 +199,20 @@ async def known_documents(
 async def mark_processing(
     conn: psycopg.AsyncConnection, collection_id: int, fields: DocumentFields
 ) -> UUID:
-    row = await (
-        await conn.execute(
-            MARK_PROCESSING_SQL,
-            {
-                "cid": collection_id,
-                "path": fields.path,
-                "folder": fields.folder,
-                "name": fields.name,
-                "file_type": fields.file_type,
-                "metadata": Jsonb(fields.metadata),
-            },
-        )
-    ).fetchone()
+    async with changing(conn, "INSERT", "UPDATE"):  # an upsert: the trigger fires both
+        row = await (
+            await conn.execute(
+                MARK_PROCESSING_SQL,
+                {
+                    "cid": collection_id,
+                    "path": fields.path,
+                    "folder": fields.folder,
+                    "name": fields.name,
+                    "file_type": fields.file_type,
+                    "metadata": Jsonb(fields.metadata),
+                },
+            )
+        ).fetchone()
     if row is None:  # an upsert with RETURNING always answers a row
         raise PgragError("the document row was not written", code=ErrorCode.INTERNAL)
     document_id: UUID = row[0]
@@ -231,17 +233,18 @@ async def mark_failed(
     content_hash: str | None,
     size: int | None,
 ) -> None:
-    await conn.execute(
-        MARK_FAILED_SQL,
-        {
-            "id": document_id,
-            "status": status,
-            "code": code,
-            "detail": detail,
-            "hash": content_hash,
-            "size": size,
-        },
-    )
+    async with changing(conn, "UPDATE"):
+        await conn.execute(
+            MARK_FAILED_SQL,
+            {
+                "id": document_id,
+                "status": status,
+                "code": code,
+                "detail": detail,
+                "hash": content_hash,
+                "size": size,
+            },
+        )
 
 
 async def _write_units(
@@ -362,19 +365,23 @@ async def write_version(
                 "metadata": Jsonb(fields.metadata),
             },
         )
+        await announce(conn, "UPDATE")
     return True
 
 
 async def remove_missing(
     conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
 ) -> list[str]:
-    rows = await (await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))).fetchall()
+    async with changing(conn, "DELETE"):
+        cur = await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))
+        rows = await cur.fetchall()
     return [r[0] for r in rows]
 
 
 async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
     """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
-    await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
+    async with changing(conn, "DELETE"):
+        await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
