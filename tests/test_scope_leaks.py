@@ -1205,7 +1205,11 @@ def deployment(where: str, request: pytest.FixtureRequest) -> Deployment:
 
 @pytest.mark.parametrize(("where", "probe"), CASES, ids=[f"{w}:{p.id}" for w, p in CASES])
 async def test_probe(probe: Probe, deployment: Deployment) -> None:
-    dep = deployment
+    await check_probe(deployment, probe)
+
+
+async def check_probe(dep: Deployment, probe: Probe) -> None:
+    """One case of the matrix (also run on a Citus cluster: tests/test_citus_scopes.py)."""
     w = dep.world
     args = fill(probe.args, w)
     markers = w.writer_markers if probe.attacker == "writer" else w.markers

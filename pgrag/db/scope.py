@@ -15,13 +15,23 @@ from pgrag.db.one import scalar
 from pgrag.errors import ConfigError, DatabaseError, ErrorCode, PgragError
 
 SCOPED_ROLE = "pgrag_scoped"
-# set_config('role', ..., true) is SET LOCAL ROLE: with the scope, one statement
-SET_SCOPE_SQL = (
-    "SELECT set_config('role', 'pgrag_scoped', true), set_config('pgrag.scope', %s, true)"
-)
+# SET LOCAL ROLE pgrag_scoped and the scope (as names and as collection ids, passed on to
+# a Citus cluster's workers) in one statement: sql/functions/10_filters.sql
+SET_SCOPE_SQL = "SELECT pgrag.enter_scope(%s)"
 CAN_SCOPE_SQL = (
     "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped')"
     " AND pg_has_role(current_user, 'pgrag_scoped', 'MEMBER')"
+)
+# on a Citus cluster the coordinator reaches the workers as the current role: pgrag_scoped
+# must be able to log in there (pgrag.db.distributed gives it LOGIN)
+CLUSTER_CANNOT_SCOPE_SQL = (
+    "SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL"
+    " AND to_regclass('pgrag.documents') IS NOT NULL"
+    " AND NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped')"
+)
+DISTRIBUTED_DOCUMENTS_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM pg_dist_partition"
+    " WHERE logicalrelid = 'pgrag.documents'::regclass)"
 )
 
 
@@ -93,14 +103,25 @@ SCOPING_IMPOSSIBLE = (
     "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
     "GRANT pgrag_scoped TO <pgrag user>;), then start again"
 )
+SCOPING_IMPOSSIBLE_ON_CLUSTER = (
+    "PGRAG_API_KEYS limits keys to collections: on a Citus cluster the role pgrag_scoped "
+    "must be able to log in to the workers: run `PGRAG_DISTRIBUTED=true pgrag migrate` as a "
+    "user with CREATEROLE (or ALTER ROLE pgrag_scoped LOGIN; see docs/scale-out.md), then "
+    "start again"
+)
 
 
 async def check_scoping_possible(conn: psycopg.AsyncConnection) -> None:
-    """Collection-limited keys need the role pgrag_scoped: refuse to start without it (a
-    configuration error, exit 2) rather than serve keys whose limits could not be kept."""
+    """Collection-limited keys need the role pgrag_scoped (and, on a Citus cluster, its
+    LOGIN): refuse to start without it (a configuration error, exit 2) rather than serve
+    keys whose limits could not be kept or whose every request would fail."""
     ok = await scalar(conn, CAN_SCOPE_SQL)
     if not ok:
         raise ConfigError(SCOPING_IMPOSSIBLE)
+    if await scalar(conn, CLUSTER_CANNOT_SCOPE_SQL) and await scalar(
+        conn, DISTRIBUTED_DOCUMENTS_SQL
+    ):
+        raise ConfigError(SCOPING_IMPOSSIBLE_ON_CLUSTER)
 
 
 async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:

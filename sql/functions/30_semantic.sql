@@ -230,9 +230,11 @@ DECLARE
     own_lang boolean[];
     filtered boolean := coalesce(filters, '{}'::jsonb) <> '{}'::jsonb;
 BEGIN
-    -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8)
-    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    PERFORM set_config('hnsw.ef_search', greatest(pool_size, 40)::text, true);
+    -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8). Through
+    -- pgrag.set_local, not set_config(): on a Citus cluster they reach the workers, where
+    -- the HNSW scans run (otherwise a shard returns at most the default ef_search, 40 rows)
+    PERFORM pgrag.set_local('hnsw.iterative_scan', 'relaxed_order');
+    PERFORM pgrag.set_local('hnsw.ef_search', greatest(pool_size, 40)::text);
     FOR s IN
         SELECT es.id, es.dimensions, es.collection_id
         FROM pgrag.collections col
