@@ -24,8 +24,9 @@ What makes that work, and what is proven here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
@@ -297,6 +298,65 @@ async def test_serving_refuses_scoped_keys_when_the_role_cannot_log_in(small: st
     with psycopg.connect(small) as conn:
         row = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped'")
         assert row.fetchone() == (True,)
+
+
+SECRET = "scoped-test-secret"  # a password for this test only
+
+
+@contextlib.contextmanager
+def _password_authentication(citus: CitusCluster, dbname: str) -> Iterator[None]:
+    """The workers ask pgrag_scoped for a password (scram-sha-256) on `dbname`, as a real
+    cluster's pg_hba.conf does; put back afterwards."""
+    files = [citus.base / f"worker{i + 1}" / "pg_hba.conf" for i in range(len(citus.worker_ports))]
+    saved = [f.read_text() for f in files]
+    rule = f"host {dbname} pgrag_scoped 127.0.0.1/32 scram-sha-256\n"
+
+    def reload() -> None:
+        for port in citus.worker_ports:
+            with psycopg.connect(citus.dsn(port=port), autocommit=True) as conn:
+                conn.execute("SELECT pg_reload_conf()")
+
+    try:
+        for f, text in zip(files, saved, strict=True):
+            f.write_text(rule + text)
+        reload()
+        yield
+    finally:
+        for f, text in zip(files, saved, strict=True):
+            f.write_text(text)
+        reload()
+
+
+async def test_password_authentication_needs_the_documented_dba_step(
+    citus: CitusCluster, tmp_path: Path
+) -> None:
+    """docs/scale-out.md: with password authentication on the workers a scoped request
+    fails until pgrag_scoped has a password and pg_dist_authinfo gives it to the
+    coordinator; then the scope works as before."""
+    url = fresh_database(citus)
+    _migrate(url)
+    await _ingest(url, tmp_path, SMALL)
+    dbname = url.rsplit("/", 1)[-1]
+    try:
+        with _password_authentication(citus, dbname):
+            with pytest.raises(psycopg.OperationalError, match="pgrag_scoped"):
+                await _counts(url, ["alpha"])
+            with psycopg.connect(url, autocommit=True) as conn:  # the DBA step
+                conn.execute(
+                    sql.SQL("ALTER ROLE pgrag_scoped PASSWORD {}").format(sql.Literal(SECRET))
+                )
+                conn.execute(
+                    "INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo)"
+                    " VALUES (0, 'pgrag_scoped', %s)",
+                    (f"password={SECRET}",),
+                )
+            counts = await _counts(url, ["alpha"])
+            assert counts["documents"] == 2 and counts["chunks"] > 0, counts
+            assert (await _counts(url, ["beta", "alpha"]))["documents"] == 4
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pg_dist_authinfo WHERE rolename = 'pgrag_scoped'")
+            conn.execute("ALTER ROLE pgrag_scoped PASSWORD NULL")
 
 
 # ------------------------------------------------------- the scope-leak matrix, on the cluster

@@ -258,10 +258,14 @@ BEGIN
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
              WHERE u.lang = query_lang AND u.own),
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
-             WHERE NOT u.own LIMIT 1),
-            (SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents))
-             FROM pgrag.language_sums ls
-             WHERE ls.collection_id = s.collection_id AND ls.set_id = s.id));
+             WHERE NOT u.own LIMIT 1));
+        IF query_mean IS NULL THEN
+            -- a statement of its own: in one expression with the arrays above, Citus sends
+            -- the arrays to the shard as parameters it cannot type
+            SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents)) INTO query_mean
+            FROM pgrag.language_sums ls
+            WHERE ls.collection_id = s.collection_id AND ls.set_id = s.id;
+        END IF;
         ids := '{}'; raws := '{}'; cens := '{}'; langs := '{}'; own_lang := '{}';
         FOR g IN
             SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean,
