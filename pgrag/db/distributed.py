@@ -22,12 +22,8 @@ time (the distributed-only variant, kept to this list):
 - parameterised LANGUAGE sql functions over distributed tables, which Citus cannot plan,
   are re-created as LANGUAGE plpgsql with the same body (`RETURN QUERY`), and functions
   that force generic plans get custom ones, after every application of sql/functions/;
-- collection scopes: the row-security policies run on the shards, on the workers, where
-  a policy function cannot read a table (Citus refuses a distributed query inside a shard
-  query), so `pgrag.collection_in_scope` compares the row's collection with the ids in
-  `pgrag.scope_ids` (set with the names by pgrag.enter_scope and passed on to the
-  workers); and the role `pgrag_scoped` gets LOGIN, because the coordinator connects to
-  the workers as the current role (password authentication: docs/scale-out.md).
+- collection scopes: the policies run on the workers and the coordinator connects to them
+  as the current role (pgrag.db.scope.cluster_scopes).
 Anything else Citus refuses is a blocker, read from the live catalogue: with
 PGRAG_DISTRIBUTED unset the tables then stay ordinary tables on the coordinator; with
 PGRAG_DISTRIBUTED=true migrate fails and names each blocker.
@@ -43,6 +39,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag.db.one import scalar
+from pgrag.db.scope import cluster_scopes
 from pgrag.errors import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -131,18 +128,6 @@ SELECT schemaname || '.' || tablename, policyname, permissive, roles::text[], cm
 FROM pg_policies WHERE schemaname || '.' || tablename = ANY (%(all)s::text[])
 ORDER BY 1, 2
 """
-
-
-# the same rows as the single-server function (a collection whose name is in the scope),
-# from the ids pgrag.enter_scope resolved when the transaction entered the scope
-COLLECTION_IN_SCOPE_SQL = """
-CREATE OR REPLACE FUNCTION pgrag.collection_in_scope(cid bigint) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $pgrag_citus$
-    SELECT cid = ANY (string_to_array(
-        nullif(current_setting('pgrag.scope_ids', true), ''), '|')::bigint[])
-$pgrag_citus$
-"""
-SCOPED_LOGIN_SQL = "SELECT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped')"
 
 
 @dataclass(frozen=True)
@@ -353,27 +338,6 @@ async def plpgsql_functions(conn: psycopg.AsyncConnection) -> list[str]:
     return rewritten
 
 
-async def scopes_on_shards(conn: psycopg.AsyncConnection) -> bool:
-    """Collection scopes on the cluster (module docstring): the policies' function reads
-    no table, and pgrag_scoped may log in (ALTER ROLE, which Citus passes to every node).
-    False, with a warning, when the role exists but this user may not alter it: scoped API
-    keys are then refused at start-up (pgrag.db.scope)."""
-    await conn.execute(COLLECTION_IN_SCOPE_SQL.encode())
-    can_login = await scalar(conn, SCOPED_LOGIN_SQL)
-    if can_login is None or can_login:
-        return bool(can_login)
-    try:
-        async with conn.transaction():
-            await conn.execute("ALTER ROLE pgrag_scoped LOGIN")
-    except psycopg.errors.InsufficientPrivilege:
-        log.warning(
-            "cannot ALTER ROLE pgrag_scoped LOGIN (needs CREATEROLE): collection-scoped API "
-            "keys are refused on this cluster until a DBA runs it (docs/scale-out.md)"
-        )
-        return False
-    return True
-
-
 async def apply(conn: psycopg.AsyncConnection, distributed: bool | None) -> DistributionState:
     """Run after the migrations. `distributed`: PGRAG_DISTRIBUTED (None: detect Citus)."""
     if distributed is False:
@@ -401,7 +365,7 @@ async def apply(conn: psycopg.AsyncConnection, distributed: bool | None) -> Dist
             )
             return DistributionState("coordinator-local", found)
         await distribute(conn)
-    await scopes_on_shards(conn)
+    await cluster_scopes(conn)
     await plpgsql_functions(conn)
     await custom_plans(conn)
     return DistributionState("distributed")
