@@ -23,7 +23,9 @@ time (the distributed-only variant, kept to this list):
   at a time and put back after;
 - parameterised LANGUAGE sql functions over distributed tables, which Citus cannot plan,
   are re-created as LANGUAGE plpgsql with the same body (`RETURN QUERY`), and functions
-  that force generic plans get custom ones, after every application of sql/functions/.
+  that force generic plans get custom ones, after every application of sql/functions/;
+- collection scopes: the policies run on the workers and the coordinator connects to them
+  as the current role (pgrag.db.scope.cluster_scopes).
 Anything else Citus refuses is a blocker, read from the live catalogue: with
 PGRAG_DISTRIBUTED unset the tables then stay ordinary tables on the coordinator; with
 PGRAG_DISTRIBUTED=true migrate fails and names each blocker.
@@ -39,6 +41,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag.db.one import scalar
+from pgrag.db.scope import cluster_scopes
 from pgrag.errors import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -364,6 +367,7 @@ async def apply(conn: psycopg.AsyncConnection, distributed: bool | None) -> Dist
             )
             return DistributionState("coordinator-local", found)
         await distribute(conn)
+    await cluster_scopes(conn)
     await plpgsql_functions(conn)
     await custom_plans(conn)
     return DistributionState("distributed")
