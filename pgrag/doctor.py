@@ -48,30 +48,19 @@ async def _may_migrate(conn: Any) -> bool:
 
 
 async def run_checks(overrides: dict[str, Any]) -> list[Check]:
-    checks: list[Check] = []
+    """Each check in the order a fix needs them: configuration, model, database, server,
+    pgvector, migrations, then each collection's model; stops where the next cannot run."""
     try:
         settings = load_settings(**overrides)
     except PgragError as exc:
         return [Check("configuration", False, str(exc))]
-    checks.append(
+    checks = [
         Check(
             "configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"
         )
-    )
-
-    dims: int | None = None
-    try:
-        provider = make_provider(settings)
-        if hasattr(provider, "probe_dimensions"):
-            dims = await provider.probe_dimensions()
-        else:
-            vec = await provider.embed_query("doctor probe")
-            dims = int(vec.shape[0])
-        checks.append(Check("embedding model", True, f"{provider.model} loads, {dims} dimensions"))
-        await provider.aclose()
-    except Exception as exc:
-        checks.append(Check("embedding model", False, str(exc)))
-
+    ]
+    model_check, dims = await _embedding_check(settings)
+    checks.append(model_check)
     try:
         dsn = resolve_dsn(settings)
         conn = await connect(dsn)
@@ -80,55 +69,86 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         return checks
     try:
         checks.append(Check("database", True, f"reachable: {describe_database(settings, dsn)}"))
-        num = int(await scalar(conn, "SHOW server_version_num"))
-        version = await scalar(conn, "SHOW server_version")
-        try:
-            info = await ensure_server_ready(conn)
-        except PgragError as exc:
-            if num < MIN_SERVER_VERSION:
-                checks.append(Check("server", False, str(exc)))
-            else:  # the server is fine; pgvector is missing, too old or may not be enabled
-                checks.append(Check("server", True, f"PostgreSQL {version}"))
-                checks.append(Check("pgvector", False, str(exc)))
+        server = await _server_checks(conn)
+        checks += server
+        if not all(c.ok for c in server):
             return checks
-        checks.append(Check("server", True, f"PostgreSQL {info.server_version}"))
-        checks.append(Check("pgvector", True, f"vector {info.pgvector_version}"))
-        st = await migrations.status(conn)
-        if st.pending:
-            # not a failure when this role can apply them: ingest, serve and migrate do
-            names = [f"{m.version:04d}_{m.name}" for m in st.pending]
-            listed = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
-            if await _may_migrate(conn):
-                detail = (
-                    f"{len(names)} pending ({listed}): `pgrag ingest`, `pgrag serve` and "
-                    "`pgrag migrate` apply them"
-                )
-                checks.append(Check("migrations", True, detail, note=True))
-            else:
-                detail = (
-                    f"{len(names)} pending ({listed}) and this user may not create the pgrag "
-                    "schema or its objects: run `pgrag migrate` as the schema's owner or a "
-                    "user with CREATE on the database"
-                )
-                checks.append(Check("migrations", False, detail))
-        elif st.modified:
-            checks.append(Check("migrations", False, f"applied files changed since: {st.modified}"))
-        else:
-            checks.append(Check("migrations", True, f"{len(st.applied)} applied, none pending"))
-            for col in await list_collections(conn):
-                if col.set_id is None or dims is None:
-                    continue
-                try:
-                    check_model(col, settings.embedding_model, dims)
-                    checks.append(
-                        Check(
-                            f"collection {col.name}",
-                            True,
-                            f"{col.model}, {col.dimensions} dimensions",
-                        )
-                    )
-                except PgragError as exc:
-                    checks.append(Check(f"collection {col.name}", False, str(exc)))
+        migrated = await _migration_check(conn)
+        checks.append(migrated)
+        if migrated.ok and not migrated.note and dims is not None:
+            checks += await _collection_checks(conn, settings.embedding_model, dims)
     finally:
         await conn.close()
+    return checks
+
+
+async def _embedding_check(settings: Settings) -> tuple[Check, int | None]:
+    """The model loads and answers; its dimensions, for the collections' check."""
+    try:
+        provider = make_provider(settings)
+        if hasattr(provider, "probe_dimensions"):
+            dims = await provider.probe_dimensions()
+        else:
+            vec = await provider.embed_query("doctor probe")
+            dims = int(vec.shape[0])
+        check = Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")
+        await provider.aclose()
+        return check, dims
+    except Exception as exc:
+        return Check("embedding model", False, str(exc)), None
+
+
+async def _server_checks(conn: Any) -> list[Check]:
+    """The server's version and pgvector, each its own line so the fix names the right one."""
+    num = int(await scalar(conn, "SHOW server_version_num"))
+    version = await scalar(conn, "SHOW server_version")
+    try:
+        info = await ensure_server_ready(conn)
+    except PgragError as exc:
+        if num < MIN_SERVER_VERSION:
+            return [Check("server", False, str(exc))]
+        # the server is fine; pgvector is missing, too old or may not be enabled
+        return [Check("server", True, f"PostgreSQL {version}"), Check("pgvector", False, str(exc))]
+    return [
+        Check("server", True, f"PostgreSQL {info.server_version}"),
+        Check("pgvector", True, f"vector {info.pgvector_version}"),
+    ]
+
+
+async def _migration_check(conn: Any) -> Check:
+    st = await migrations.status(conn)
+    if st.pending:
+        # not a failure when this role can apply them: ingest, serve and migrate do
+        names = [f"{m.version:04d}_{m.name}" for m in st.pending]
+        listed = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+        if await _may_migrate(conn):
+            detail = (
+                f"{len(names)} pending ({listed}): `pgrag ingest`, `pgrag serve` and "
+                "`pgrag migrate` apply them"
+            )
+            return Check("migrations", True, detail, note=True)
+        detail = (
+            f"{len(names)} pending ({listed}) and this user may not create the pgrag "
+            "schema or its objects: run `pgrag migrate` as the schema's owner or a "
+            "user with CREATE on the database"
+        )
+        return Check("migrations", False, detail)
+    if st.modified:
+        return Check("migrations", False, f"applied files changed since: {st.modified}")
+    return Check("migrations", True, f"{len(st.applied)} applied, none pending")
+
+
+async def _collection_checks(conn: Any, model: str, dims: int) -> list[Check]:
+    """Each collection's vectors match the configured model."""
+    checks = []
+    for col in await list_collections(conn):
+        if col.set_id is None:
+            continue
+        try:
+            check_model(col, model, dims)
+            checks.append(
+                Check(f"collection {col.name}", True, f"{col.model}, {col.dimensions} dimensions")
+            )
+        except PgragError as exc:
+            checks.append(Check(f"collection {col.name}", False, str(exc)))
     return checks

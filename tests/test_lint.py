@@ -1,9 +1,11 @@
 """The habits .ci/run checks before the tests hold for the whole tree, so the README's test
 command covers them too: ruff's lint and format rules, mypy (strict, pyproject.toml) over
-pgrag/, and the dependency rule (import-linter contracts in pyproject.toml)."""
+pgrag/, the dependency rule (import-linter contracts in pyproject.toml), and the size limits
+(no module over 400 lines, no function over 80)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +36,30 @@ def test_mypy_is_clean() -> None:
 def test_dependencies_point_one_way() -> None:
     done = _run(BIN / "lint-imports")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def _sizes() -> tuple[list[str], list[str]]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES in pgrag/."""
+    modules, functions = [], []
+    for path in sorted((ROOT / "pgrag").rglob("*.py")):
+        source = path.read_text()
+        name = path.relative_to(ROOT).as_posix()
+        if (lines := len(source.splitlines())) > MAX_MODULE_LINES:
+            modules.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    functions.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    return modules, functions
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """One job per module and per function: a newcomer reads either in one sitting."""
+    modules, functions = _sizes()
+    assert modules == [], f"modules over {MAX_MODULE_LINES} lines: split them: {modules}"
+    assert functions == [], f"functions over {MAX_FUNCTION_LINES} lines: split them: {functions}"

@@ -151,10 +151,12 @@ class World:
 
 DOCS_SQL = """
 SELECT d.id::text, d.path, d.name, coalesce(d.title, ''), coalesce(d.folder, ''), c.name,
-       d.status, (SELECT string_agg(ch.content, ' ') FROM pgrag.chunks ch
-                  WHERE ch.document_id = d.id)
+       d.status, ch.content
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
-"""
+LEFT JOIN (SELECT document_id, collection_id, string_agg(content, ' ') AS content
+           FROM pgrag.chunks GROUP BY 1, 2) ch
+       ON ch.document_id = d.id AND ch.collection_id = d.collection_id
+"""  # joined on collection_id too: it also runs on a Citus cluster (test_citus_scopes.py)
 CHUNKS_SQL = """
 SELECT count(*) FROM pgrag.chunks ch JOIN pgrag.collections c ON c.id = ch.collection_id
 WHERE c.name = %s
@@ -1205,7 +1207,11 @@ def deployment(where: str, request: pytest.FixtureRequest) -> Deployment:
 
 @pytest.mark.parametrize(("where", "probe"), CASES, ids=[f"{w}:{p.id}" for w, p in CASES])
 async def test_probe(probe: Probe, deployment: Deployment) -> None:
-    dep = deployment
+    await check_probe(deployment, probe)
+
+
+async def check_probe(dep: Deployment, probe: Probe) -> None:
+    """One case of the matrix (also run on a Citus cluster: tests/test_citus_scopes.py)."""
     w = dep.world
     args = fill(probe.args, w)
     markers = w.writer_markers if probe.attacker == "writer" else w.markers

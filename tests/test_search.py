@@ -28,7 +28,7 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.embeddings.local import LocalE5Provider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
 from pgrag.ingest.pipeline import Ingestor
-from pgrag.search import engine
+from pgrag.search import engine, ranking
 from pgrag.search.engine import SearchPage, SearchService
 from pgrag.search.models import SearchData, SearchHit, SearchRequest
 from pgrag.settings import load_settings
@@ -851,7 +851,7 @@ async def test_explain_search_reproduces_a_later_page(
 async def test_catastrophic_regex_hits_the_statement_timeout(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "REGEX_TIMEOUT_MS", 100)
+    monkeypatch.setattr(ranking, "REGEX_TIMEOUT_MS", 100)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO pgrag.collections (name) VALUES ('long');"

@@ -123,13 +123,7 @@ def eval_(
 
     async def go() -> tuple[list[Outcome], list[str]]:
         async with open_runtime(settings, max_pool=2) as rt:
-            service = SearchService(
-                rt.db.pool,
-                rt.provider,
-                max_snippets=settings.search_max_snippets,
-                snippet_summary=settings.return_snippet_summary,
-                default_content_mode=settings.default_content_mode,
-            )
+            service = SearchService.configured(rt.db.pool, rt.provider, settings)
             return await run_queries(
                 service, queries, modes=modes or ("hybrid",), collection=collection
             )

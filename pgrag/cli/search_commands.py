@@ -74,6 +74,13 @@ def print_table(
     budget_cut: int | None = None,
 ) -> None:
     """The hits as a table that fits the terminal (80 columns included); notes on stderr."""
+    out.print(_table(data, hits, explain, pool_size))
+    for n in _notes(data, hits, explain, limit=limit, pool_size=pool_size, budget_cut=budget_cut):
+        err.print(n, highlight=False)
+
+
+def _table(data: SearchData, hits: list[SearchHit], explain: bool, pool_size: int) -> Table:
+    """One row a hit; from WIDE columns on, location and snippet get columns of their own."""
     wide = out.width >= WIDE
     table = Table(
         show_lines=False,
@@ -91,28 +98,44 @@ def print_table(
     if wide:
         table.add_column("snippet", overflow="fold", ratio=2)
     for h in hits:
-        snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
-        if wide:
-            row = [str(h.rank), escape(h.path), escape(_location(h))]
-        else:  # one cell: path, location and the start of the snippet, one under the other
-            where = _location(h)
-            cell = escape(h.path) + (f"\n[dim]{escape(where)}[/]" if where else "")
-            row = [str(h.rank), cell + f"\n{escape(snippet[:100])}"]
-        if explain:
-            e = h.explain
-            row += (
-                [
-                    _leg(e.lexical_rank, e.lexical_score, 2),
-                    _leg(e.semantic_rank, e.semantic_score, 3),
-                ]
-                if e
-                else ["-", "-"]
-            )
-        row.append(_num(h.score))
-        if wide:
-            row.append(escape(snippet[:160]))
-        table.add_row(*row)
-    out.print(table)
+        table.add_row(*_row(h, explain, wide))
+    return table
+
+
+def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
+    snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
+    if wide:
+        row = [str(h.rank), escape(h.path), escape(_location(h))]
+    else:  # one cell: path, location and the start of the snippet, one under the other
+        where = _location(h)
+        cell = escape(h.path) + (f"\n[dim]{escape(where)}[/]" if where else "")
+        row = [str(h.rank), cell + f"\n{escape(snippet[:100])}"]
+    if explain:
+        e = h.explain
+        row += (
+            [
+                _leg(e.lexical_rank, e.lexical_score, 2),
+                _leg(e.semantic_rank, e.semantic_score, 3),
+            ]
+            if e
+            else ["-", "-"]
+        )
+    row.append(_num(h.score))
+    if wide:
+        row.append(escape(snippet[:160]))
+    return row
+
+
+def _notes(
+    data: SearchData,
+    hits: list[SearchHit],
+    explain: bool,
+    *,
+    limit: int,
+    pool_size: int,
+    budget_cut: int | None,
+) -> list[str]:
+    """What the table leaves out: a budget or --limit cut, a degraded leg, how to read it."""
     notes = []
     if budget_cut is not None and len(hits) < limit and len(hits) < data.total_matches:
         notes.append(
@@ -130,33 +153,39 @@ def print_table(
     if data.degraded:
         notes.append(f"degraded: {', '.join(data.degraded)} leg unavailable for this query")
     if explain:
-        notes.append(
-            "lexical: BM25 rank and score; semantic: rank and cosine similarity; "
-            "- : not in that leg's pool"
-        )
-        if data.mode == "hybrid" and data.scope == "chunks":
-            notes.append(
-                "ranked: chunks with the query's words plus the nearest by meaning "
-                f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
-                "no count of matches"
-            )
-    if explain and hits and hits[0].explain and hits[0].explain.fusion:
-        e = hits[0].explain
-        if e.fusion == "rrf":
-            notes.append(
-                f"fusion: RRF k={e.rrf_k}, lexical weight {e.lexical_weight}, "
-                f"semantic weight {e.semantic_weight}"
-            )
-        else:
-            notes.append(
-                f"fusion: adaptive blend of BM25/max and min-max cosine, lexical share "
-                f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage); BM25 x "
-                f"(1 - {e.proximity_weight} + {e.proximity_weight} x proximity of the words)"
-            )
+        notes += _explain_notes(data, hits, pool_size)
     if data.search_id:
         notes.append(f"reproduce in psql: SELECT * FROM pgrag.explain_search({data.search_id});")
-    for n in notes:
-        err.print(n, highlight=False)
+    return notes
+
+
+def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> list[str]:
+    """--explain: what the columns mean and the fusion the SQL ranked with."""
+    notes = [
+        "lexical: BM25 rank and score; semantic: rank and cosine similarity; "
+        "- : not in that leg's pool"
+    ]
+    if data.mode == "hybrid" and data.scope == "chunks":
+        notes.append(
+            "ranked: chunks with the query's words plus the nearest by meaning "
+            f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
+            "no count of matches"
+        )
+    e = hits[0].explain if hits else None
+    if e is None or not e.fusion:
+        return notes
+    if e.fusion == "rrf":
+        notes.append(
+            f"fusion: RRF k={e.rrf_k}, lexical weight {e.lexical_weight}, "
+            f"semantic weight {e.semantic_weight}"
+        )
+    else:
+        notes.append(
+            f"fusion: adaptive blend of BM25/max and min-max cosine, lexical share "
+            f"min({e.max_lexical_share}, {e.coverage_gain} x query coverage); BM25 x "
+            f"(1 - {e.proximity_weight} + {e.proximity_weight} x proximity of the words)"
+        )
+    return notes
 
 
 @cli.command()
@@ -214,13 +243,7 @@ def search(
 
     async def go() -> tuple[SearchPage, list[SearchHit], int]:
         async with open_runtime(settings, max_pool=2) as rt:
-            service = SearchService(
-                rt.db.pool,
-                rt.provider,
-                max_snippets=settings.search_max_snippets,
-                snippet_summary=settings.return_snippet_summary,
-                default_content_mode=settings.default_content_mode,
-            )
+            service = SearchService.configured(rt.db.pool, rt.provider, settings)
             first = page = await service.search(request, caller="cli")
             hits = list(page.data.results)
             # a person asked for --limit results: pages a token budget cut short are

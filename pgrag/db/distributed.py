@@ -16,12 +16,16 @@ time (the distributed-only variant, kept to this list):
   reindex) writes the chunk's language, document and collection and calls
   pgrag.write_language_sums, which the triggers made a no-op on a single server;
 - the `documents_changed` NOTIFY trigger is dropped: it would fire on a worker, where no
-  pgrag server listens (change notifications on Citus: docs/scale-out.md, still to do);
+  pgrag server listens; the writer (pgrag.store.changes) calls
+  pgrag.announce_documents_changed in the change's transaction instead, a no-op while the
+  trigger exists, so the NOTIFY leaves the coordinator on commit;
 - foreign keys and row-security policies are taken off while the tables are converted one
   at a time and put back after;
 - parameterised LANGUAGE sql functions over distributed tables, which Citus cannot plan,
   are re-created as LANGUAGE plpgsql with the same body (`RETURN QUERY`), and functions
-  that force generic plans get custom ones, after every application of sql/functions/.
+  that force generic plans get custom ones, after every application of sql/functions/;
+- collection scopes: the policies run on the workers and the coordinator connects to them
+  as the current role (pgrag.db.scope.cluster_scopes).
 Anything else Citus refuses is a blocker, read from the live catalogue: with
 PGRAG_DISTRIBUTED unset the tables then stay ordinary tables on the coordinator; with
 PGRAG_DISTRIBUTED=true migrate fails and names each blocker.
@@ -37,6 +41,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag.db.one import scalar
+from pgrag.db.scope import cluster_scopes
 from pgrag.errors import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -362,6 +367,7 @@ async def apply(conn: psycopg.AsyncConnection, distributed: bool | None) -> Dist
             )
             return DistributionState("coordinator-local", found)
         await distribute(conn)
+    await cluster_scopes(conn)
     await plpgsql_functions(conn)
     await custom_plans(conn)
     return DistributionState("distributed")

@@ -1,10 +1,13 @@
 """Connections that can only see the caller's collections (row-level security, migration
-0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`.
-Every request's statements read one snapshot (REPEATABLE READ), scoped or not."""
+0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`
+(pgrag.enter_scope; on a Citus cluster the scope reaches the workers, where the shards'
+policies run: cluster_scopes below, docs/scale-out.md). Every request's statements read one
+snapshot (REPEATABLE READ), scoped or not."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import cast
 
@@ -14,14 +17,26 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pgrag.db.one import scalar
 from pgrag.errors import ConfigError, DatabaseError, ErrorCode, PgragError
 
+log = logging.getLogger(__name__)
+
 SCOPED_ROLE = "pgrag_scoped"
-# set_config('role', ..., true) is SET LOCAL ROLE: with the scope, one statement
-SET_SCOPE_SQL = (
-    "SELECT set_config('role', 'pgrag_scoped', true), set_config('pgrag.scope', %s, true)"
-)
+# SET LOCAL ROLE pgrag_scoped and the scope (as names and as collection ids, passed on to
+# a Citus cluster's workers) in one statement: sql/functions/10_filters.sql
+SET_SCOPE_SQL = "SELECT pgrag.enter_scope(%s)"
 CAN_SCOPE_SQL = (
     "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped')"
     " AND pg_has_role(current_user, 'pgrag_scoped', 'MEMBER')"
+)
+# on a Citus cluster the coordinator reaches the workers as the current role: pgrag_scoped
+# must be able to log in there (pgrag.db.distributed gives it LOGIN)
+CLUSTER_CANNOT_SCOPE_SQL = (
+    "SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL"
+    " AND to_regclass('pgrag.documents') IS NOT NULL"
+    " AND NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped')"
+)
+DISTRIBUTED_DOCUMENTS_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM pg_dist_partition"
+    " WHERE logicalrelid = 'pgrag.documents'::regclass)"
 )
 
 
@@ -93,16 +108,63 @@ SCOPING_IMPOSSIBLE = (
     "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
     "GRANT pgrag_scoped TO <pgrag user>;), then start again"
 )
+SCOPING_IMPOSSIBLE_ON_CLUSTER = (
+    "PGRAG_API_KEYS limits keys to collections: on a Citus cluster the role pgrag_scoped "
+    "must be able to log in to the workers: run `PGRAG_DISTRIBUTED=true pgrag migrate` as a "
+    "user with CREATEROLE (or ALTER ROLE pgrag_scoped LOGIN; see docs/scale-out.md), then "
+    "start again"
+)
 
 
 async def check_scoping_possible(conn: psycopg.AsyncConnection) -> None:
-    """Collection-limited keys need the role pgrag_scoped: refuse to start without it (a
-    configuration error, exit 2) rather than serve keys whose limits could not be kept."""
+    """Collection-limited keys need the role pgrag_scoped (and, on a Citus cluster, its
+    LOGIN): refuse to start without it (a configuration error, exit 2) rather than serve
+    keys whose limits could not be kept or whose every request would fail."""
     ok = await scalar(conn, CAN_SCOPE_SQL)
     if not ok:
         raise ConfigError(SCOPING_IMPOSSIBLE)
+    if await scalar(conn, CLUSTER_CANNOT_SCOPE_SQL) and await scalar(
+        conn, DISTRIBUTED_DOCUMENTS_SQL
+    ):
+        raise ConfigError(SCOPING_IMPOSSIBLE_ON_CLUSTER)
 
 
 async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:
     async with pool.connection() as conn:
         await check_scoping_possible(conn)
+
+
+# the same rows as the single-server function (a collection whose name is in the scope),
+# from the ids pgrag.enter_scope resolved when the transaction entered the scope
+COLLECTION_IN_SCOPE_SQL = """
+CREATE OR REPLACE FUNCTION pgrag.collection_in_scope(cid bigint) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $pgrag_citus$
+    SELECT cid = ANY (string_to_array(
+        nullif(current_setting('pgrag.scope_ids', true), ''), '|')::bigint[])
+$pgrag_citus$
+"""
+SCOPED_LOGIN_SQL = "SELECT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped')"
+
+
+async def cluster_scopes(conn: psycopg.AsyncConnection) -> bool:
+    """Collection scopes on a Citus cluster (run by pgrag.db.distributed at every migrate).
+    The shards' policies run on the workers, where a policy function cannot read a table
+    (a distributed query inside a shard query): collection_in_scope compares the row's
+    collection with pgrag.scope_ids. The coordinator connects to the workers as the
+    current role: pgrag_scoped gets LOGIN (Citus alters it on every node; password
+    authentication: docs/scale-out.md). False, with a warning, when this user may not
+    alter the role: scoped keys are then refused at start-up (check_scoping_possible)."""
+    await conn.execute(COLLECTION_IN_SCOPE_SQL.encode())
+    can_login = await scalar(conn, SCOPED_LOGIN_SQL)
+    if can_login is None or can_login:
+        return bool(can_login)
+    try:
+        async with conn.transaction():
+            await conn.execute("ALTER ROLE pgrag_scoped LOGIN")
+    except psycopg.errors.InsufficientPrivilege:
+        log.warning(
+            "cannot ALTER ROLE pgrag_scoped LOGIN (needs CREATEROLE): collection-scoped API "
+            "keys are refused on this cluster until a DBA runs it (docs/scale-out.md)"
+        )
+        return False
+    return True

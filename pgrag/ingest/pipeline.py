@@ -31,6 +31,7 @@ from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
 from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
+from pgrag.store import removals
 from pgrag.store.collections import Collection, ensure_collection
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class Ingestor:
             if remove_missing and target.expanduser().resolve().is_dir():
                 present = [f.rel for f in files]
                 async with self.pool.connection() as conn:
-                    removed = await store.remove_missing(conn, col.id, str(root), present)
+                    removed = await removals.remove_missing(conn, col.id, str(root), present)
                 for path in removed:
                     summary.results.append(FileResult(path, Outcome.REMOVED))
                     self.report(IngestEvent("file_done", path, result=summary.results[-1]))
@@ -174,7 +175,7 @@ class Ingestor:
         path, so everything under it goes too."""
         col = await self.collection()
         async with self.pool.connection() as conn:
-            removed = await store.remove_paths(conn, col.id, str(root), rel_paths)
+            removed = await removals.remove_paths(conn, col.id, str(root), rel_paths)
         metrics.count_ingest("removed", len(removed))
         return removed
 

@@ -1,7 +1,10 @@
 """Relay document changes to MCP clients as `notifications/resources/list_changed`.
 
 Postgres is the bus: a statement trigger on pgrag.documents NOTIFYs `pgrag_documents`
-(migration 0008), so changes made by any process reach every server. Clients on the
+(migration 0008), so changes made by any process reach every server; on Citus, where the
+trigger cannot fire on the coordinator, pgrag's writers send the same NOTIFY there in the
+change's transaction (pgrag/store/changes.py). Each server process LISTENs itself, so
+several of them against one database all relay every change. Clients on the
 2026-07-28 protocol get the event through `subscriptions/listen`; handshake-era sessions
 (stdio, SSE, stateful HTTP) get the notification on their session.
 """

@@ -1,17 +1,17 @@
-"""The search service: embeds the query, runs the ranking SQL, shapes hits with snippets,
-and cuts the page to the token budget. Python never re-ranks: order comes from SQL."""
+"""The search service: embeds the query, ranks in SQL (ranking.py), shapes hits with
+snippets, cuts the page to the token budget and logs the search. Python never re-ranks:
+order comes from SQL."""
 
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg.rows import args_row, class_row
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -24,11 +24,10 @@ from pgrag.metrics import observe_search
 from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
 from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
-from pgrag.search.keywords import (
-    extract_keywords,
-    to_postgres_regex,
-)
+from pgrag.search.keywords import extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
+from pgrag.search.ranking import FusionParams, RankInput, load_fusion, rank
+from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
@@ -36,10 +35,6 @@ from pgrag.tokens import encoding
 log = logging.getLogger(__name__)
 
 MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
-REGEX_TIMEOUT_MS = 3000
-MAX_POOL = 1000
-
-
 HIT_RESERVE = 300  # tokens of a hit besides its full text (ids, location, metadata)
 
 
@@ -51,42 +46,12 @@ def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
     return encoding().decode(tokens[:limit]), True
 
 
-@dataclass(frozen=True)
-class FusionParams:
-    """What the ranking SQL ranks with: `pgrag.fusion_defaults()` (sql/functions/40_hybrid.sql,
-    the one place the defaults live), read once per service. Sent with every search, shown by
-    --explain and logged, so that pgrag.explain_search replays a search exactly even after
-    the defaults change. 'adaptive' blends max-normalised BM25 (times a proximity term) and
-    min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain x
-    coverage); 'rrf' is plain RRF with rrf_k."""
-
-    fusion: str
-    rrf_k: int
-    lexical_weight: float
-    semantic_weight: float
-    pool_size: int
-    coverage_gain: float
-    max_lexical_share: float
-    proximity_weight: float
-    proximity_width: int
-    chunks_per_document: int
-
-
 @dataclass
 class SearchPage:
     data: SearchData
     has_more: bool
     next_token: str | None
     first_exceeded: bool
-
-
-def _pg_filters(req: SearchRequest) -> dict[str, Any]:
-    f = req.filters.model_dump(mode="json", exclude_none=True, exclude={"collection"})
-    to = req.filters.date_to
-    if isinstance(to, date) and not isinstance(to, datetime):
-        # "modified on or before" a day includes that whole day, not only its midnight
-        f["date_to"] = f"{to.isoformat()}T23:59:59.999999"
-    return f
 
 
 class SearchService:
@@ -109,6 +74,19 @@ class SearchService:
         self.log_searches = log_searches
         self._codec: ContinuationCodec | None = None
 
+    @classmethod
+    def configured(
+        cls, pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: Settings
+    ) -> SearchService:
+        """The service with the operator's snippet and content settings (CLI and servers)."""
+        return cls(
+            pool,
+            provider,
+            max_snippets=settings.search_max_snippets,
+            snippet_summary=settings.return_snippet_summary,
+            default_content_mode=settings.default_content_mode,
+        )
+
     @property
     def fusion(self) -> FusionParams:
         """The ranking defaults; read from the database by the first search."""
@@ -118,16 +96,16 @@ class SearchService:
 
     async def fusion_params(self, conn: psycopg.AsyncConnection) -> FusionParams:
         if self._fusion is None:
-            async with conn.cursor(row_factory=class_row(FusionParams)) as cur:
-                await cur.execute(sql.FUSION_DEFAULTS_SQL)
-                self._fusion = await cur.fetchone()
-        assert self._fusion is not None
+            self._fusion = await load_fusion(conn)
         return self._fusion
 
     async def codec(self, conn: psycopg.AsyncConnection) -> ContinuationCodec:
+        """The continuation-token codec, keyed by the database's secret (read once)."""
         if self._codec is None:
-            secret = await scalar(conn, sql.SECRET_SQL)
-            self._codec = ContinuationCodec(secret.encode())
+            row = await (await conn.execute(sql.SECRET_SQL)).fetchone()
+            if row is None:  # migration 0003 stores it: never absent on a migrated database
+                raise RuntimeError("pgrag's continuation secret is missing: run `pgrag db migrate`")
+            self._codec = ContinuationCodec(row[0].encode())
         return self._codec
 
     @observe_search
@@ -171,8 +149,12 @@ class SearchService:
                     "embedding: add meaningful words, or use mode='regex' for patterns"
                 )
             t = time.perf_counter()
-            params, rows = await self._rank(
-                conn, req, mode, offset, collection_ids, embedding, lexical_ok
+            params, rows = await rank(
+                conn,
+                await self.fusion_params(conn),
+                RankInput(
+                    req, mode, offset, collection_ids, embedding, lexical_ok, self.provider.model
+                ),
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
             hits = await self._hits(conn, req, mode, rows)
@@ -251,69 +233,6 @@ class SearchService:
             return False
         return bool(nodes)
 
-    async def _rank(
-        self,
-        conn: psycopg.AsyncConnection,
-        req: SearchRequest,
-        mode: str,
-        offset: int,
-        collection_ids: list[int] | None,
-        embedding: np.ndarray | None,
-        lexical_ok: bool,
-    ) -> tuple[dict[str, Any], list[RankedRow]]:
-        f = await self.fusion_params(conn)
-        params: dict[str, Any] = {
-            "match_count": req.limit,
-            "match_offset": offset,
-            "collection_ids": collection_ids,
-            "filters": _pg_filters(req),
-            "chunks_per_document": f.chunks_per_document,
-        }
-        if mode == "regex":
-            params["pattern"] = to_postgres_regex(req.query)
-            query = sql.REGEX_DOCUMENTS_SQL if req.scope == "documents" else sql.REGEX_SQL
-            try:
-                async with conn.transaction():
-                    await conn.execute(f"SET LOCAL statement_timeout = {REGEX_TIMEOUT_MS}")
-                    rows = await _ranked(conn, query, params)
-            except psycopg.errors.InvalidRegularExpression as exc:
-                raise InvalidArgument(
-                    f"{exc.diag.message_primary}. "
-                    "Use POSIX syntax, e.g. [[:alnum:]._%+-]+@[[:alnum:].-]+"
-                ) from exc
-            except psycopg.errors.QueryCanceled as exc:
-                raise PgragError(
-                    "the regular expression took too long: make it more specific or add filters",
-                    code=ErrorCode.TIMEOUT,
-                ) from exc
-            return params, rows
-        lexical_weight = f.lexical_weight if lexical_ok and mode in ("hybrid", "keyword") else 0.0
-        semantic_weight = f.semantic_weight if embedding is not None and mode != "keyword" else 0.0
-        if mode == "keyword" and not lexical_ok:
-            semantic_weight = f.semantic_weight  # degraded: the other leg answers
-        params.update(
-            {
-                "query": req.query if lexical_weight else None,
-                "embedding": embedding if semantic_weight else None,
-                "fusion": f.fusion,
-                "rrf_k": f.rrf_k,
-                "coverage_gain": f.coverage_gain,
-                "max_lexical_share": f.max_lexical_share,
-                "proximity_weight": f.proximity_weight,
-                "lexical_weight": lexical_weight,
-                "semantic_weight": semantic_weight,
-                # one pool for the whole walk: a pool that grew with the offset re-ranked
-                # (min-max normalisation, BM25 statistics) and the total drifted between pages
-                "pool_size": min(MAX_POOL, max(f.pool_size, req.limit)),
-                "min_similarity": req.threshold if semantic_weight else None,
-                "embedding_model": self.provider.model if semantic_weight else None,
-                # the semantic leg compares each side with its language's mean vector
-                "query_lang": detect_language(req.query) if semantic_weight else None,
-            }
-        )
-        query = sql.DOCUMENTS_SQL if req.scope == "documents" else sql.HYBRID_SQL
-        return params, await _ranked(conn, query, params)
-
     async def _hits(
         self,
         conn: psycopg.AsyncConnection,
@@ -356,28 +275,13 @@ class SearchService:
                         regex_matches=r.regex_matches,
                         query_lang=detect_language(req.query) if mode != "regex" else None,
                         chunk_lang=d.lang,
-                        **self._fusion_explain(mode),
+                        **self.fusion.explain(mode),
                     ),
                     max_snippets=self.max_snippets,
                     snippet_summary=self.snippet_summary,
                 )
             )
         return hits
-
-    def _fusion_explain(self, mode: str) -> dict[str, Any]:
-        """The fusion parameters the SQL ranked with."""
-        if mode == "regex":
-            return {}
-        f = self.fusion
-        return {
-            "fusion": f.fusion,
-            "rrf_k": f.rrf_k if f.fusion == "rrf" else None,
-            "lexical_weight": f.lexical_weight,
-            "semantic_weight": f.semantic_weight,
-            "coverage_gain": f.coverage_gain if f.fusion == "adaptive" else None,
-            "max_lexical_share": f.max_lexical_share if f.fusion == "adaptive" else None,
-            "proximity_weight": f.proximity_weight if f.fusion == "adaptive" else None,
-        }
 
     async def _log(
         self,
@@ -419,12 +323,3 @@ class SearchService:
         except psycopg.Error:  # logging must never fail a search
             log.warning("could not log search", exc_info=True)
             return None
-
-
-async def _ranked(
-    conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]
-) -> list[RankedRow]:
-    """Run a ranking query; its rows are read by position (see RankedRow)."""
-    async with conn.cursor(row_factory=args_row(RankedRow)) as cur:
-        await cur.execute(query, {**params, "filters": Jsonb(params["filters"])})
-        return await cur.fetchall()

@@ -19,7 +19,6 @@ from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
-from pgrag.search import sql as search_sql
 from pgrag.search.engine import SearchService
 from pgrag.services.ingestion import make_ingestor
 from pgrag.services.retention import prune_periodically
@@ -80,24 +79,15 @@ async def open_context(
     async with contextlib.AsyncExitStack() as stack:
         rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
         notifier = await stack.enter_async_context(relay(rt.db.dsn))
+        service = SearchService.configured(rt.db.pool, rt.provider, settings)
         async with rt.db.pool.connection() as conn:
-            row = await (await conn.execute(search_sql.SECRET_SQL)).fetchone()
-        if row is None:  # migration 0003 stores it: never absent on a migrated database
-            raise RuntimeError("pgrag's continuation secret is missing: run `pgrag db migrate`")
-        secret = row[0]
-        service = SearchService(
-            rt.db.pool,
-            rt.provider,
-            max_snippets=settings.search_max_snippets,
-            snippet_summary=settings.return_snippet_summary,
-            default_content_mode=settings.default_content_mode,
-        )
+            codec = await service.codec(conn)  # one secret for every tool's tokens
         context = AppContext(
             settings=settings,
             pool=rt.db.pool,
             provider=rt.provider,
             search=service,
-            codec=ContinuationCodec(secret.encode()),
+            codec=codec,
             relay=notifier,
         )
         if watch:

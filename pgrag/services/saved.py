@@ -38,6 +38,7 @@ from pgrag.services.saved_content import (
 )
 from pgrag.settings import Settings
 from pgrag.store import documents as doc_store
+from pgrag.store import removals
 from pgrag.store import saved as store
 from pgrag.store.collections import Collection
 from pgrag.store.documents import ChunkRow, DocumentFields
@@ -231,7 +232,7 @@ class SavedDocuments:
         async with self.pool.connection() as conn, conn.transaction():
             row = await _lock_saved(conn, ref, doc)
             # with its vectors out of the per-language sums (no trigger does it on Citus)
-            deleted = bool(await doc_store.delete_documents(conn, row.collection_id, [doc.id]))
+            deleted = bool(await removals.delete_documents(conn, row.collection_id, [doc.id]))
         return Deleted(deleted=deleted, document_id=doc.id, path=doc.row["path"])
 
     async def find(

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
+from pgrag.store.changes import announce, changing
 
 
 class UnitIn(Protocol):
@@ -182,28 +183,6 @@ UPDATE pgrag.documents
  WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
-# the documents a delete takes, locked as a new version locks them (LOCK_SQL)
-MISSING_SQL = """
-SELECT id FROM pgrag.documents
-WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NOT (path = ANY(%s))
-FOR UPDATE
-"""
-UNDER_PATHS_SQL = """
-SELECT id FROM pgrag.documents
-WHERE collection_id = %s AND metadata ->> 'root' = %s AND (path = ANY(%s) OR path ^@ ANY(%s))
-FOR UPDATE
-"""
-LOCK_IDS_SQL = """
-SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = ANY(%s::uuid[]) FOR UPDATE
-"""
-COLLECTION_OF_SQL = "SELECT collection_id FROM pgrag.documents WHERE id = %s::uuid"
-# each document's vectors out of the per-language sums before they go (a no-op where the
-# triggers on pgrag.embeddings keep the sums)
-FORGET_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, d, -1) FROM unnest(%s::uuid[]) d"
-DELETE_DOCUMENTS_SQL = """
-DELETE FROM pgrag.documents WHERE collection_id = %s AND id = ANY(%s::uuid[]) RETURNING path
-"""
-
 
 async def known_documents(
     conn: psycopg.AsyncConnection, collection_id: int, paths: list[str]
@@ -215,19 +194,20 @@ async def known_documents(
 async def mark_processing(
     conn: psycopg.AsyncConnection, collection_id: int, fields: DocumentFields
 ) -> UUID:
-    row = await (
-        await conn.execute(
-            MARK_PROCESSING_SQL,
-            {
-                "cid": collection_id,
-                "path": fields.path,
-                "folder": fields.folder,
-                "name": fields.name,
-                "file_type": fields.file_type,
-                "metadata": Jsonb(fields.metadata),
-            },
-        )
-    ).fetchone()
+    async with changing(conn, "INSERT", "UPDATE"):  # an upsert: the trigger fires both
+        row = await (
+            await conn.execute(
+                MARK_PROCESSING_SQL,
+                {
+                    "cid": collection_id,
+                    "path": fields.path,
+                    "folder": fields.folder,
+                    "name": fields.name,
+                    "file_type": fields.file_type,
+                    "metadata": Jsonb(fields.metadata),
+                },
+            )
+        ).fetchone()
     if row is None:  # an upsert with RETURNING always answers a row
         raise PgragError("the document row was not written", code=ErrorCode.INTERNAL)
     document_id: UUID = row[0]
@@ -251,18 +231,19 @@ async def mark_failed(
     content_hash: str | None,
     size: int | None,
 ) -> None:
-    await conn.execute(
-        MARK_FAILED_SQL,
-        {
-            "cid": collection_id,
-            "id": document_id,
-            "status": status,
-            "code": code,
-            "detail": detail,
-            "hash": content_hash,
-            "size": size,
-        },
-    )
+    async with changing(conn, "UPDATE"):
+        await conn.execute(
+            MARK_FAILED_SQL,
+            {
+                "cid": collection_id,
+                "id": document_id,
+                "status": status,
+                "code": code,
+                "detail": detail,
+                "hash": content_hash,
+                "size": size,
+            },
+        )
 
 
 async def _write_units(
@@ -383,56 +364,8 @@ async def write_version(
                 "metadata": Jsonb(fields.metadata),
             },
         )
+        await announce(conn, "UPDATE")
     return True
-
-
-async def _delete_locked(
-    conn: psycopg.AsyncConnection, collection_id: int, select: str, params: tuple[Any, ...]
-) -> list[str]:
-    """Delete the documents `select` locks (ids of one collection) with their units, chunks
-    and embeddings (ON DELETE CASCADE), their vectors first taken out of the per-language
-    sums, in one transaction; the deleted paths. On Citus, where no trigger keeps the sums,
-    this is what keeps them right; every statement names the collection (one shard)."""
-    async with conn.transaction():
-        ids = [r[0] for r in await (await conn.execute(select, params)).fetchall()]
-        if not ids:
-            return []
-        await conn.execute(FORGET_SUMS_SQL, (collection_id, ids))
-        rows = await (await conn.execute(DELETE_DOCUMENTS_SQL, (collection_id, ids))).fetchall()
-    return [r[0] for r in rows]
-
-
-async def remove_missing(
-    conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
-) -> list[str]:
-    """Delete the ingested files of `root` that are no longer there; their paths."""
-    return await _delete_locked(conn, collection_id, MISSING_SQL, (collection_id, root, present))
-
-
-async def remove_paths(
-    conn: psycopg.AsyncConnection, collection_id: int, root: str, paths: list[str]
-) -> list[str]:
-    """Delete the documents of `root` at these paths or under them (a deleted folder is one
-    path); their paths."""
-    folders = [p.rstrip("/") + "/" for p in paths]
-    return await _delete_locked(
-        conn, collection_id, UNDER_PATHS_SQL, (collection_id, root, paths, folders)
-    )
-
-
-async def delete_documents(
-    conn: psycopg.AsyncConnection, collection_id: int, document_ids: Sequence[UUID | str]
-) -> list[str]:
-    """Delete these documents of one collection; the paths of those that were there."""
-    ids = [str(i) for i in document_ids]
-    return await _delete_locked(conn, collection_id, LOCK_IDS_SQL, (collection_id, ids))
-
-
-async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
-    """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
-    row = await (await conn.execute(COLLECTION_OF_SQL, (document_id,))).fetchone()
-    if row is not None:
-        await delete_documents(conn, row[0], [document_id])
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:

@@ -9,6 +9,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from pgrag.store.changes import changing
 from pgrag.store.rows import LockedSaved, SavedRow
 
 INSERT_SQL = """
@@ -60,18 +61,19 @@ async def insert(
     metadata: dict[str, Any],
 ) -> None:
     """A new saved document, `processing` until its first version is written."""
-    await conn.execute(
-        INSERT_SQL,
-        {
-            "id": doc_id,
-            "cid": collection_id,
-            "path": path,
-            "folder": folder,
-            "name": name,
-            "tags": tags,
-            "metadata": Jsonb(metadata),
-        },
-    )
+    async with changing(conn, "INSERT"):
+        await conn.execute(
+            INSERT_SQL,
+            {
+                "id": doc_id,
+                "cid": collection_id,
+                "path": path,
+                "folder": folder,
+                "name": name,
+                "tags": tags,
+                "metadata": Jsonb(metadata),
+            },
+        )
 
 
 async def lock(conn: psycopg.AsyncConnection, doc_id: str) -> LockedSaved | None:
@@ -95,17 +97,18 @@ async def move(
     tags: list[str],
 ) -> None:
     """New path (its title or folder changed) and tags."""
-    await conn.execute(
-        MOVE_SQL,
-        {
-            "id": doc_id,
-            "cid": collection_id,
-            "path": path,
-            "folder": folder,
-            "name": name,
-            "tags": tags,
-        },
-    )
+    async with changing(conn, "UPDATE"):
+        await conn.execute(
+            MOVE_SQL,
+            {
+                "id": doc_id,
+                "cid": collection_id,
+                "path": path,
+                "folder": folder,
+                "name": name,
+                "tags": tags,
+            },
+        )
 
 
 async def find(

@@ -43,6 +43,40 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                        d.created_at, d.submitter, d.author, d.tags, filters)
 $$;
 
+-- Enter a collection scope for the rest of the transaction (pgrag.db.scope): the role
+-- pgrag_scoped, under which row-level security applies, and the scope itself, as names in
+-- pgrag.scope (read by the policy on pgrag.collections) and as collection ids in
+-- pgrag.scope_ids (read by the policies of a Citus cluster's shards, which cannot read a
+-- table). Both are SET LOCAL statements, which Citus passes to the workers taking part in
+-- the transaction when citus.propagate_set_commands is 'local' (set_config() calls are
+-- not passed on); on a single server that setting is an unused placeholder. The role is
+-- not passed on: Citus connects to the workers as the current role. Call it first in the
+-- transaction, outside a savepoint (Citus forgets a released savepoint's SET LOCALs).
+CREATE OR REPLACE FUNCTION pgrag.enter_scope(scope text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pgrag.set_local('pgrag.scope', coalesce(scope, ''));
+    PERFORM pgrag.set_local('pgrag.scope_ids', coalesce(
+        (SELECT string_agg(c.id::text, '|' ORDER BY c.id) FROM pgrag.collections c
+         WHERE c.name = ANY (string_to_array(nullif(scope, ''), '|'))), ''));
+    PERFORM set_config('role', 'pgrag_scoped', true);
+END
+$$;
+
+-- set_config(name, value, true) that also reaches the workers of a Citus cluster: a SET
+-- LOCAL statement with citus.propagate_set_commands = 'local' (see above). Volatile, so
+-- that stable functions (pgrag.semantic_candidates) can call it: they may not run SET.
+CREATE OR REPLACE FUNCTION pgrag.set_local(name text, value text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF name !~ '^[a-z_]+(\.[a-z_]+)?$' THEN
+        RAISE EXCEPTION 'pgrag.set_local: not a setting name: %', name;
+    END IF;
+    PERFORM set_config('citus.propagate_set_commands', 'local', true);
+    EXECUTE format('SET LOCAL %s = %L', name, value);
+END
+$$;
+
 -- Collections the caller may read: NULL (all) when row-level security does not apply to
 -- it, else the ids RLS lets it see in pgrag.collections (none without pgrag.scope).
 CREATE OR REPLACE FUNCTION pgrag.readable_collections() RETURNS bigint[]

@@ -130,7 +130,7 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_fallback_in(
     scored         bigint[],
     max_rows       int,
     readable       bigint[]
-) RETURNS TABLE (id bigint, len int, r float4[])
+) RETURNS TABLE (id bigint, len int, r float4[], document_id uuid)
 LANGUAGE plpgsql STABLE ROWS 100
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -141,7 +141,8 @@ BEGIN
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT c.id, length(c.tsv), '
-        '       ARRAY(SELECT ts_rank(''{1,1,1,1}'', c.tsv, t) FROM unnest(%L::tsquery[]) t) '
+        '       ARRAY(SELECT ts_rank(''{1,1,1,1}'', c.tsv, t) FROM unnest(%L::tsquery[]) t), '
+        '       c.document_id '
         'FROM pgrag.chunks c '
         'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
         'WHERE c.tsv @@ %L::tsquery '
@@ -274,17 +275,14 @@ BEGIN
             OFFSET 0) x
         WHERE q.plain OR x.v @@ q.tsq
     ),
-    -- the fallback's own step, then joined: on Citus a function joined with a distributed
-    -- table is pushed to the shards, where its own query over them may not run
-    fallback AS MATERIALIZED (
+    -- with each chunk's document: joined here with pgrag.chunks, Citus would push the
+    -- call down to every shard, where its own query over the shards cannot run
+    rest AS MATERIALIZED (
         SELECT f.* FROM q, qt,
              pgrag.lexical_fallback_in(q.tsq, qt.terms, collection_ids, filters,
                                        ARRAY(SELECT id FROM cand), 10 * pool_size, readable) f
         WHERE (SELECT count(*) FROM cand) < pool_size
           AND (SELECT count(*) FROM cand) < (SELECT count(*) FROM presence)
-    ),
-    rest AS MATERIALIZED (
-        SELECT f.*, c.document_id FROM fallback f JOIN pgrag.chunks c ON c.id = f.id
     ),
     scoring AS (SELECT * FROM cand UNION ALL SELECT * FROM rest),
     norm AS (

@@ -230,9 +230,11 @@ DECLARE
     own_lang boolean[];
     filtered boolean := coalesce(filters, '{}'::jsonb) <> '{}'::jsonb;
 BEGIN
-    -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8)
-    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    PERFORM set_config('hnsw.ef_search', greatest(pool_size, 40)::text, true);
+    -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8). Through
+    -- pgrag.set_local, not set_config(): on a Citus cluster they reach the workers, where
+    -- the HNSW scans run (otherwise a shard returns at most the default ef_search, 40 rows)
+    PERFORM pgrag.set_local('hnsw.iterative_scan', 'relaxed_order');
+    PERFORM pgrag.set_local('hnsw.ef_search', greatest(pool_size, 40)::text);
     FOR s IN
         SELECT es.id, es.dimensions, es.collection_id
         FROM pgrag.collections col
@@ -256,10 +258,14 @@ BEGIN
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
              WHERE u.lang = query_lang AND u.own),
             (SELECT u.mean FROM unnest(m_langs, m_means, m_own) u(lang, mean, own)
-             WHERE NOT u.own LIMIT 1),
-            (SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents))
-             FROM pgrag.language_sums ls
-             WHERE ls.collection_id = s.collection_id AND ls.set_id = s.id));
+             WHERE NOT u.own LIMIT 1));
+        IF query_mean IS NULL THEN
+            -- a statement of its own: in one expression with the arrays above, Citus sends
+            -- the arrays to the shard as parameters it cannot type
+            SELECT pgrag.vector_scale(sum(ls.total), 1.0 / sum(ls.documents)) INTO query_mean
+            FROM pgrag.language_sums ls
+            WHERE ls.collection_id = s.collection_id AND ls.set_id = s.id;
+        END IF;
         ids := '{}'; raws := '{}'; cens := '{}'; langs := '{}'; own_lang := '{}';
         FOR g IN
             SELECT array_agg(u.lang) AS langs, (array_agg(u.mean))[1] AS mean,
