@@ -255,13 +255,19 @@ BEGIN
             OFFSET 0) x
         WHERE q.plain OR x.v @@ q.tsq
     ),
-    rest AS MATERIALIZED (
-        SELECT f.*, c.document_id FROM q, qt,
+    -- the fallback's rows alone, then their documents: a query joining the function's
+    -- result to pgrag.chunks would run the function on Citus' workers, and the distributed
+    -- query inside it fails there ("cannot execute a distributed query from a query on a
+    -- shard")
+    fallback AS MATERIALIZED (
+        SELECT f.* FROM q, qt,
              pgrag.lexical_fallback_in(q.tsq, qt.terms, collection_ids, filters,
                                        ARRAY(SELECT id FROM cand), 10 * pool_size, readable) f
-             JOIN pgrag.chunks c ON c.id = f.id
         WHERE (SELECT count(*) FROM cand) < pool_size
           AND (SELECT count(*) FROM cand) < (SELECT count(*) FROM presence)
+    ),
+    rest AS MATERIALIZED (
+        SELECT f.*, c.document_id FROM fallback f JOIN pgrag.chunks c ON c.id = f.id
     ),
     scoring AS (SELECT * FROM cand UNION ALL SELECT * FROM rest),
     norm AS (
