@@ -16,7 +16,8 @@ passage, on both. Printed in one run and written to benchmarks/results/citus.jso
 
 - nDCG@10 of each (single and cluster must agree within 0.005; a difference is named,
   with the queries whose top 10 differ);
-- per-query latency p50/p95 of each, and the ratio cluster / single;
+- per-query latency p50/p95 of each, of the whole search and of its ranking SQL alone
+  (the engine's ranking call, timed by a wrapper), and the ratios cluster / single;
 - shards touched per query on the cluster (distinct shard groups in the remote commands
   Citus logs with citus.log_remote_commands, a separate untimed pass);
 - load throughput (bulk COPY + HNSW, chunks/s), and pgrag's own ingestion path
