@@ -304,6 +304,24 @@ def test_keyword_semantic_and_hybrid_search_match_a_single_server(
     assert asyncio.run(_results(url, ranked)) == asyncio.run(_results(single, ranked))
 
 
+@pytest.mark.parametrize("filters", [{}, {"collection": "legal"}])
+def test_a_phrase_or_negation_search_scores_the_rest_as_a_single_server(
+    kb: tuple[str, str, Path], filters: dict[str, str]
+) -> None:
+    """A phrase or a negation leaves fewer candidates than the pool, so the lexical fallback
+    scores the other matching chunks of the scope. Joined to pgrag.chunks in one query, the
+    fallback function ran on the workers and failed there ("cannot execute a distributed
+    query from a query on a shard"; every SciFact query with a negated compound did)."""
+    url, single, _ = kb
+    searches = [
+        {"query": '"supplier contract" archive', "mode": "keyword", "filters": filters},
+        {"query": "contracts -invoices", "mode": "hybrid", "filters": filters},
+    ]
+    got = asyncio.run(_results(url, searches))
+    assert all(got), got
+    assert got == asyncio.run(_results(single, searches))
+
+
 def test_a_scoped_semantic_leg_is_routed_to_one_shard_with_hnsw(kb: tuple[str, str, Path]) -> None:
     url = kb[0]
     with psycopg.connect(url) as conn:
