@@ -31,7 +31,7 @@ from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
 from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
-from pgrag.store.changes import changing
+from pgrag.store import removals
 from pgrag.store.collections import Collection, ensure_collection
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class Ingestor:
             if remove_missing and target.expanduser().resolve().is_dir():
                 present = [f.rel for f in files]
                 async with self.pool.connection() as conn:
-                    removed = await store.remove_missing(conn, col.id, str(root), present)
+                    removed = await removals.remove_missing(conn, col.id, str(root), present)
                 for path in removed:
                     summary.results.append(FileResult(path, Outcome.REMOVED))
                     self.report(IngestEvent("file_done", path, result=summary.results[-1]))
@@ -174,17 +174,10 @@ class Ingestor:
         """Drop the documents of deleted paths; a deleted (or moved away) folder is one
         path, so everything under it goes too."""
         col = await self.collection()
-        folders = [p.rstrip("/") + "/" for p in rel_paths]
-        async with self.pool.connection() as conn, changing(conn, "DELETE"):
-            rows = await (
-                await conn.execute(
-                    "DELETE FROM pgrag.documents WHERE collection_id = %s AND metadata ->> 'root' = %s"
-                    " AND (path = ANY(%s) OR path ^@ ANY(%s)) RETURNING path",
-                    (col.id, str(root), rel_paths, folders),
-                )
-            ).fetchall()
-        metrics.count_ingest("removed", len(rows))
-        return [r[0] for r in rows]
+        async with self.pool.connection() as conn:
+            removed = await removals.remove_paths(conn, col.id, str(root), rel_paths)
+        metrics.count_ingest("removed", len(removed))
+        return removed
 
     async def _ingest_files(
         self, col: Collection, root: Path, files: list[FoundFile], summary: IngestSummary
@@ -308,6 +301,7 @@ class Ingestor:
                 message = error.message if error else "no content"
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status="failed",
                     code=code,
@@ -317,11 +311,12 @@ class Ingestor:
                 )
                 return FileResult(rel, Outcome.FAILED, error_code=code, error=message)
             try:
-                vectors, embedded = await self._embed(conn, doc_id, prepared)
+                vectors, embedded = await self._embed(conn, col.id, doc_id, prepared)
             except PgragError as exc:
                 status = "pending" if isinstance(exc, UpstreamError) else "failed"
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status=status,
                     code=str(exc.code),
@@ -350,6 +345,7 @@ class Ingestor:
                 )
                 await store.mark_failed(
                     conn,
+                    col.id,
                     doc_id,
                     status="pending",
                     code=str(ErrorCode.INVALID_ARGUMENT),
@@ -371,7 +367,11 @@ class Ingestor:
         return FileResult(rel, outcome, chunks=len(prepared.chunks), embedded=embedded)
 
     async def _embed(
-        self, conn: psycopg.AsyncConnection, doc_id: UUID, prepared: PreparedDocument
+        self,
+        conn: psycopg.AsyncConnection,
+        collection_id: int,
+        doc_id: UUID,
+        prepared: PreparedDocument,
     ) -> tuple[np.ndarray, int]:
         texts = prepared.embed_texts()
         batch = max(self.provider.batch_size * 2, 32)
@@ -383,7 +383,7 @@ class Ingestor:
             embedded += n
             done = min(len(texts), start + batch)
             if len(texts) > batch:
-                await store.set_progress(conn, doc_id, 100.0 * done / len(texts))
+                await store.set_progress(conn, collection_id, doc_id, 100.0 * done / len(texts))
             self.report(IngestEvent("embed", prepared.found.rel, total=len(texts), done=done))
         if not parts:
             return np.zeros((0, self.provider.dimensions), dtype=np.float32), 0

@@ -53,13 +53,17 @@ TO_BUILDING_SQL = (
 DROP_INDEX_SQL = "DROP INDEX {concurrently} IF EXISTS pgrag.{index}"
 
 COUNT_CHUNKS_SQL = "SELECT count(*) FROM pgrag.chunks WHERE collection_id = %s"
-COUNT_DONE_SQL = "SELECT count(*) FROM pgrag.embeddings WHERE set_id = %s"
+# a set belongs to one collection; naming it keeps these on one shard on Citus (a
+# statement over every shard cannot precede the switch's write to the reference tables)
+COUNT_DONE_SQL = "SELECT count(*) FROM pgrag.embeddings WHERE collection_id = %s AND set_id = %s"
 
 # keyset-paged, so a chunk that cannot be written now (see INSERT_SQL) ends the pass
 MISSING_SQL = """
 SELECT c.id, c.heading, c.content FROM pgrag.chunks c
 WHERE c.collection_id = %(cid)s AND c.id > %(after)s
-  AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e WHERE e.set_id = %(sid)s AND e.chunk_id = c.id)
+  AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e  -- collection_id: Citus's shard key
+                  WHERE e.collection_id = c.collection_id AND e.set_id = %(sid)s
+                    AND e.chunk_id = c.id)
 ORDER BY c.id
 LIMIT %(limit)s
 """
@@ -85,7 +89,7 @@ RETIRED_SQL = """
 SELECT id FROM pgrag.embedding_sets
 WHERE collection_id = %s AND state = 'retired' ORDER BY id
 """
-DELETE_SET_ROWS_SQL = "DELETE FROM pgrag.embeddings WHERE set_id = %s"
+DELETE_SET_ROWS_SQL = "DELETE FROM pgrag.embeddings WHERE collection_id = %s AND set_id = %s"
 DELETE_SET_SQL = "DELETE FROM pgrag.embedding_sets WHERE id = %s AND state = 'retired'"
 
 
@@ -158,7 +162,9 @@ class _Run:
 
     async def count(self) -> None:
         self.total = await _scalar(self.conn, COUNT_CHUNKS_SQL, (self.collection_id,))
-        self.done = await _scalar(self.conn, COUNT_DONE_SQL, (self.result.set_id,))
+        self.done = await _scalar(
+            self.conn, COUNT_DONE_SQL, (self.collection_id, self.result.set_id)
+        )
 
     async def fill(self) -> int:
         """One pass over the chunks missing from the set; returns how many it added."""
@@ -220,7 +226,7 @@ async def prepare_set(
     if row is not None and row[1] != dimensions:
         log.info("embedding set %s had %s dimensions, now %s: rebuilding", *row, dimensions)
         await _drop_index(conn, row[0], concurrently=True)
-        await conn.execute(DELETE_SET_ROWS_SQL, (row[0],))
+        await conn.execute(DELETE_SET_ROWS_SQL, (collection_id, row[0]))
     set_id = await create_embedding_set(conn, collection_id, model, dimensions, active=False)
     await conn.execute(TO_BUILDING_SQL, (set_id,))
     return set_id
@@ -233,7 +239,9 @@ async def _switch(run: _Run) -> None:
         row = await (await conn.execute(LOCK_COLLECTION_SQL, (run.collection_id,))).fetchone()
         run.result.previous_set_id = row[0] if row else None
         await run.fill()
-        run.result.chunks = await _scalar(conn, COUNT_DONE_SQL, (run.result.set_id,))
+        run.result.chunks = await _scalar(
+            conn, COUNT_DONE_SQL, (run.collection_id, run.result.set_id)
+        )
         await activate_embedding_set(conn, run.collection_id, run.result.set_id)
     run.result.switched = True
     run.report(ReindexEvent("switch", run.done, run.total))
@@ -247,7 +255,7 @@ async def drop_retired(conn: psycopg.AsyncConnection, collection_id: int) -> tup
     for (set_id,) in rows:
         await _drop_index(conn, set_id, concurrently=True)
         async with conn.transaction():
-            await conn.execute(DELETE_SET_ROWS_SQL, (set_id,))
+            await conn.execute(DELETE_SET_ROWS_SQL, (collection_id, set_id))
             await conn.execute(DELETE_SET_SQL, (set_id,))
         dropped.append(set_id)
     return tuple(dropped)

@@ -14,8 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
-from pgrag.store import catalog, pages
-from pgrag.store import documents as store
+from pgrag.store import catalog, pages, removals
 
 
 @dataclass(frozen=True)
@@ -148,4 +147,4 @@ async def delete_document(pool: AsyncConnectionPool, scope: list[str] | None, re
     async with scoped_connection(pool, scope) as conn:
         doc = await resolve(conn, ref, scope)
     async with pool.connection() as conn:
-        await store.delete_document(conn, doc.id)
+        await removals.delete_document(conn, doc.id)

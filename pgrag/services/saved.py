@@ -38,6 +38,7 @@ from pgrag.services.saved_content import (
 )
 from pgrag.settings import Settings
 from pgrag.store import documents as doc_store
+from pgrag.store import removals
 from pgrag.store import saved as store
 from pgrag.store.collections import Collection
 from pgrag.store.documents import ChunkRow, DocumentFields
@@ -215,6 +216,7 @@ class SavedDocuments:
             await store.move(
                 conn,
                 doc_id=version.doc_id,
+                collection_id=col.id,
                 path=fields.path,
                 folder=fields.folder,
                 name=fields.name,
@@ -228,8 +230,9 @@ class SavedDocuments:
         self.require_collection_in_scope()
         doc = await self._resolve(ref)
         async with self.pool.connection() as conn, conn.transaction():
-            await _lock_saved(conn, ref, doc)
-            deleted = await store.delete(conn, doc.id)
+            row = await _lock_saved(conn, ref, doc)
+            # with its vectors out of the per-language sums (no trigger does it on Citus)
+            deleted = bool(await removals.delete_documents(conn, row.collection_id, [doc.id]))
         return Deleted(deleted=deleted, document_id=doc.id, path=doc.row["path"])
 
     async def find(

@@ -104,13 +104,16 @@ ON CONFLICT (collection_id, path) DO UPDATE
 RETURNING id
 """
 
-PROGRESS_SQL = "UPDATE pgrag.documents SET progress = %s WHERE id = %s AND status = 'processing'"
+PROGRESS_SQL = """
+UPDATE pgrag.documents SET progress = %s
+WHERE collection_id = %s AND id = %s AND status = 'processing'
+"""
 
 MARK_FAILED_SQL = """
 UPDATE pgrag.documents
    SET status = %(status)s, error_code = %(code)s, error_detail = %(detail)s,
        content_hash = %(hash)s, size_bytes = %(size)s, progress = 0, updated_at = now()
- WHERE id = %(id)s
+ WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
 LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
@@ -180,14 +183,6 @@ UPDATE pgrag.documents
  WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
-REMOVE_MISSING_SQL = """
-DELETE FROM pgrag.documents
-WHERE collection_id = %s AND source = 'file' AND metadata ->> 'root' = %s AND NOT (path = ANY(%s))
-RETURNING path
-"""
-
-DELETE_DOCUMENT_SQL = "DELETE FROM pgrag.documents WHERE id = %s::uuid"
-
 
 async def known_documents(
     conn: psycopg.AsyncConnection, collection_id: int, paths: list[str]
@@ -219,12 +214,15 @@ async def mark_processing(
     return document_id
 
 
-async def set_progress(conn: psycopg.AsyncConnection, document_id: UUID, percent: float) -> None:
-    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), document_id))
+async def set_progress(
+    conn: psycopg.AsyncConnection, collection_id: int, document_id: UUID, percent: float
+) -> None:
+    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), collection_id, document_id))
 
 
 async def mark_failed(
     conn: psycopg.AsyncConnection,
+    collection_id: int,
     document_id: UUID,
     *,
     status: str,
@@ -237,6 +235,7 @@ async def mark_failed(
         await conn.execute(
             MARK_FAILED_SQL,
             {
+                "cid": collection_id,
                 "id": document_id,
                 "status": status,
                 "code": code,
@@ -367,21 +366,6 @@ async def write_version(
         )
         await announce(conn, "UPDATE")
     return True
-
-
-async def remove_missing(
-    conn: psycopg.AsyncConnection, collection_id: int, root: str, present: list[str]
-) -> list[str]:
-    async with changing(conn, "DELETE"):
-        cur = await conn.execute(REMOVE_MISSING_SQL, (collection_id, root, present))
-        rows = await cur.fetchall()
-    return [r[0] for r in rows]
-
-
-async def delete_document(conn: psycopg.AsyncConnection, document_id: str) -> None:
-    """Delete a document; its units, chunks and embeddings go with it (ON DELETE CASCADE)."""
-    async with changing(conn, "DELETE"):
-        await conn.execute(DELETE_DOCUMENT_SQL, (document_id,))
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:

@@ -18,22 +18,26 @@ INSERT INTO pgrag.documents (id, collection_id, path, folder, name, file_type, s
 VALUES (%(id)s, %(cid)s, %(path)s, %(folder)s, %(name)s, 'md', 'saved', 'processing',
         %(tags)s, %(metadata)s)
 """
+# a document's collection never changes; the lock then names it (on Citus, one shard:
+# FOR UPDATE over every shard is refused)
+COLLECTION_SQL = "SELECT collection_id FROM pgrag.documents WHERE id = %s"
 LOCK_SQL = """
 SELECT id, source, title, tags, metadata, created_at, collection_id
-FROM pgrag.documents WHERE id = %s FOR UPDATE
+FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE
 """
 MOVE_SQL = """
 UPDATE pgrag.documents SET path = %(path)s, folder = %(folder)s, name = %(name)s,
        tags = %(tags)s
- WHERE id = %(id)s
+ WHERE collection_id = %(cid)s AND id = %(id)s
 """
-DELETE_SQL = "DELETE FROM pgrag.documents WHERE id = %s AND source = 'saved' RETURNING path"
 
 FIND_SQL = """
 SELECT d.id::text AS document_id, d.title, d.path, d.folder, d.tags, d.metadata,
        d.created_at, d.modified_at, c.name AS collection,
        (SELECT string_agg(u.body, E'\\n\\n' ORDER BY u.number)
-          FROM pgrag.units u WHERE u.document_id = d.id AND u.body <> '') AS content
+          FROM pgrag.units u
+         WHERE u.collection_id = d.collection_id AND u.document_id = d.id AND u.body <> '')
+       AS content
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.source = 'saved'
   AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
@@ -74,8 +78,11 @@ async def insert(
 
 async def lock(conn: psycopg.AsyncConnection, doc_id: str) -> LockedSaved | None:
     """The document row, locked for the caller's transaction; None when it is gone."""
+    row = await (await conn.execute(COLLECTION_SQL, (doc_id,))).fetchone()
+    if row is None:
+        return None
     async with conn.cursor(row_factory=class_row(LockedSaved)) as cur:
-        await cur.execute(LOCK_SQL, (doc_id,))
+        await cur.execute(LOCK_SQL, (row[0], doc_id))
         return await cur.fetchone()
 
 
@@ -83,6 +90,7 @@ async def move(
     conn: psycopg.AsyncConnection,
     *,
     doc_id: UUID,
+    collection_id: int,
     path: str,
     folder: str,
     name: str,
@@ -91,15 +99,16 @@ async def move(
     """New path (its title or folder changed) and tags."""
     async with changing(conn, "UPDATE"):
         await conn.execute(
-            MOVE_SQL, {"id": doc_id, "path": path, "folder": folder, "name": name, "tags": tags}
+            MOVE_SQL,
+            {
+                "id": doc_id,
+                "cid": collection_id,
+                "path": path,
+                "folder": folder,
+                "name": name,
+                "tags": tags,
+            },
         )
-
-
-async def delete(conn: psycopg.AsyncConnection, doc_id: str) -> bool:
-    """Delete a saved document (never an ingested file); False when nothing was deleted."""
-    async with changing(conn, "DELETE"):
-        row = await (await conn.execute(DELETE_SQL, (doc_id,))).fetchone()
-    return row is not None
 
 
 async def find(

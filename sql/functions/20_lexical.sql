@@ -6,7 +6,8 @@
 --   tf       term frequency, recovered from ts_rank(tsv, t) with unit weights, which is
 --            sum(1/i^2, i = 1..tf) / (pi^2/6) for one term, inverted as 1/((pi^2/6)(1-r)) - 0.5
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
---   N, df    N from pg_class (scaled to the current table size like the planner does);
+--   N, df    N from pg_class (scaled to the current table size like the planner does; on
+--            Citus from the maintained per-language sums: pgrag.chunk_count_estimate);
 --            df counted exactly for the terms that generate candidates, and taken from
 --            ANALYZE's lexeme frequencies (pg_stats.most_common_elems of pgrag.chunks.tsv)
 --            for very common terms
@@ -93,14 +94,32 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 $$;
 
 -- Chunks in the table now: pg_class.reltuples scaled to the current number of pages, as the
--- planner estimates it; a count before the first ANALYZE.
+-- planner estimates it; a count before the first ANALYZE. On Citus the coordinator's table
+-- is an empty shell (no statistics: that was a count over every shard per search), so
+-- there it is the number of vectors of the active embedding sets, which the writer keeps in
+-- pgrag.language_sums (one per chunk; a few rows per shard to add, and exact).
 CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate() RETURNS float8
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
-                THEN c.reltuples / c.relpages
-                     * greatest(pg_relation_size(c.oid) / current_setting('block_size')::int, 1)
-                ELSE (SELECT count(*) FROM pgrag.chunks)::float8 END
-    FROM pg_class c WHERE c.oid = 'pgrag.chunks'::regclass
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN  -- Citus is installed
+        EXECUTE 'SELECT count(*) > 0 FROM pg_catalog.pg_dist_partition'
+                ' WHERE logicalrelid = ''pgrag.chunks''::regclass' INTO STRICT distributed;
+        IF distributed THEN
+            RETURN (SELECT coalesce(sum(ls.n), 0)::float8
+                    FROM pgrag.language_sums ls
+                    JOIN pgrag.collections c ON c.id = ls.collection_id
+                                            AND c.active_set_id = ls.set_id);
+        END IF;
+    END IF;
+    RETURN (SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
+                        THEN c.reltuples / c.relpages
+                             * greatest(pg_relation_size(c.oid)
+                                        / current_setting('block_size')::int, 1)
+                        ELSE (SELECT count(*) FROM pgrag.chunks)::float8 END
+            FROM pg_class c WHERE c.oid = 'pgrag.chunks'::regclass);
+END
 $$;
 
 CREATE OR REPLACE FUNCTION pgrag.lexical_fallback_in(

@@ -73,7 +73,8 @@ LANGUAGE sql STABLE AS $$
     FROM p
     CROSS JOIN fused h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
-    JOIN pgrag.documents d ON d.id = c.document_id
+    -- collection_id too: on Citus, the shard a chunk and its document share
+    JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
     LEFT JOIN logged g ON g.chunk_id = h.chunk_id
     WHERE h.pos > coalesce((p.params ->> 'match_offset')::int, 0)
       AND h.pos <= coalesce((p.params ->> 'match_offset')::int, 0)

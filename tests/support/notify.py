@@ -7,7 +7,6 @@ import asyncio
 import itertools
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import psycopg
 
@@ -15,10 +14,9 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.services import documents as docs
-from pgrag.services.saved import NewDocument, SavedDocuments
+from pgrag.services.saved import DocumentPatch, NewDocument, SavedDocuments
 from pgrag.settings import load_settings
-from pgrag.store import documents as doc_store
-from pgrag.store import saved as saved_store
+from pgrag.store import removals
 
 CHANNEL = "pgrag_documents"
 _markers = itertools.count(1)
@@ -89,17 +87,9 @@ async def writer_steps(url: str, tmp: Path) -> dict[str, list[str]]:
         saved = SavedDocuments(db.pool, provider, settings, None)
         note = await saved.create(NewDocument(content="# Note\n\nremember the okapis.", topic="t"))
         await step("write toolset: save")
-        # the write toolset's update and delete statements, as its service runs them (the
-        # service's row lock, `WHERE id = … FOR UPDATE` without the collection, is refused
-        # by Citus: a write-toolset limit on the cluster, not a notification one)
-        async with db.pool.connection() as conn, conn.transaction():
-            await saved_store.move(
-                conn, doc_id=UUID(note.document_id), path="saved/moved.md", folder="saved",
-                name="moved.md", tags=["x"],
-            )  # fmt: skip
+        await saved.update(note.document_id, DocumentPatch(folder="moved", tags=["x"]))
         await step("write toolset: update")
-        async with db.pool.connection() as conn, conn.transaction():
-            assert await saved_store.delete(conn, note.document_id)
+        assert (await saved.delete(note.document_id)).deleted
         await step("write toolset: delete")
 
         async with db.pool.connection() as conn:
@@ -109,7 +99,7 @@ async def writer_steps(url: str, tmp: Path) -> dict[str, list[str]]:
         assert a_id is not None
         try:
             async with db.pool.connection() as conn, conn.transaction():
-                await doc_store.delete_document(conn, a_id)
+                await removals.delete_document(conn, a_id)
                 raise _RolledBack
         except _RolledBack:
             pass

@@ -1,0 +1,639 @@
+"""Everything besides plain search on a real Citus cluster (issue 16, item 2): each test
+does the same thing to a database distributed by collection and to a single server holding
+the same data, and compares what comes out.
+
+- a document version whose ingest fails midway leaves the previous version, nothing else;
+- pages of a search walked by continuation token equal the single server's;
+- a search over two collections (two shards) gets BM25 statistics of the whole scope;
+- `pgrag search --explain` and `pgrag.explain_search(...)` run there;
+- deletes outside an ingest version keep the per-language sums right;
+- `pgrag reindex` switches a collection to another embedding set there;
+- the write and graph toolsets and log retention, through their services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.errors import UpstreamError
+from pgrag.ingest.pipeline import Ingestor, Outcome
+from pgrag.ingest.reindex import reindex
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.services import documents as docs
+from pgrag.services.graph import GraphService
+from pgrag.services.retention import prune_logs
+from pgrag.services.saved import DocumentPatch, NewDocument, SavedDocuments
+from pgrag.settings import load_settings
+from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.citus import CitusCluster, fresh_database, migrate
+
+SECTIONS = "\n\n".join(
+    f"## Step {i}: {topic}\n\nThe {topic} step of the contract review checks the supplier "
+    f"{detail} before the invoices are paid."
+    for i, (topic, detail) in enumerate(
+        [
+            ("intake", "name and registration"),
+            ("pricing", "prices against the framework agreement"),
+            ("liability", "liability caps and insurance"),
+            ("privacy", "data processing terms"),
+            ("termination", "notice periods and exit costs"),
+            ("signing", "authorised signatories"),
+            ("archive", "archive copy and retention period"),
+        ],
+        start=1,
+    )
+)
+CORPUS: dict[str, dict[str, str]] = {
+    "legal": {
+        "contracts/signing.md": "# Contract signing\n\nEvery supplier contract is signed by two "
+        "authorised managers after the legal review. Signed contracts go to the archive.\n",
+        "contracts/合同.txt": "合同管理制度\n\n合同由业务部门起草，经法务部门审核后签署。\n",
+        "contracts/review.md": f"# Contract review procedure\n\n{SECTIONS}\n",
+    },
+    "hr": {
+        "leave.md": "# Leave policy\n\nEmployees receive twenty days of paid vacation leave. "
+        "Vacation requests are made two weeks in advance.\n",
+        "expenses.md": "# Travel expenses\n\nSubmit expense claims with the original invoices "
+        "within 30 days; finance reviews each claim and the contract terms.\n",
+        "old/handbook.md": "# Old handbook\n\nThe supplier contract review used to take a "
+        "month; invoices waited for it.\n",
+    },
+    "finance": {
+        "invoices.md": "# Invoices\n\nInvoices are paid within 30 days of receipt when the "
+        "contract and the purchase order match.\n",
+        "audit.md": "# Audit\n\nThe yearly audit samples invoices, contracts and expense claims.\n",
+    },
+}
+PROVIDER = HashEmbedder("hash/384")
+
+
+def _write_folder(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+async def _ingest(dsn: str, root: Path, collection: str, provider: Any = PROVIDER) -> Any:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        return await Ingestor(db.pool, provider, collection=collection).run([root])
+
+
+@pytest.fixture(scope="module")
+def pair(
+    citus: CitusCluster,
+    server_dsn: str,
+    template_dsn: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str, Path]]:
+    """CORPUS ingested into a cluster database distributed by collection and into a single
+    server: (cluster url, single-server url, the folders: c/<collection>, s/<collection>)."""
+    url = fresh_database(citus)
+    asyncio.run(migrate(url, True))
+    single = create_database(server_dsn)
+    with psycopg.connect(single, autocommit=True) as conn:
+        # no ANALYZE behind the test's back: BM25's N stays the exact count on both sides
+        conn.execute("ALTER TABLE pgrag.chunks SET (autovacuum_enabled = off)")
+    tmp = tmp_path_factory.mktemp("ops")
+    for side, dsn in (("c", url), ("s", single)):
+        for collection, files in CORPUS.items():
+            _write_folder(tmp / side / collection, files)
+            summary = asyncio.run(_ingest(dsn, tmp / side / collection, collection))
+            assert not summary.failures, summary.failures
+    yield url, single, tmp
+    drop_database(server_dsn, single)
+
+
+def _both(pair: tuple[str, str, Path]) -> list[tuple[str, str, Path]]:
+    """(side, url, that side's folders) for the cluster and the single server."""
+    url, single, tmp = pair
+    return [("c", url, tmp / "c"), ("s", single, tmp / "s")]
+
+
+# a saved document's path ends in its id: the same document has another id on each side
+PATH = "regexp_replace(d.path, '-[0-9a-f]{6,}[.]md$', '.md')"
+
+
+def _state(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What a document version writes, per collection and path, with the per-language sums
+    (n, documents, and the sum vector rounded) per collection, set model and language."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with psycopg.connect(url) as conn:
+        out["documents"] = conn.execute(
+            f"SELECT c.name, {PATH}, d.status, d.error_code, d.content_hash FROM pgrag.documents d"
+            " JOIN pgrag.collections c ON c.id = d.collection_id ORDER BY 1, 2"
+        ).fetchall()
+        for table in ("units", "chunks"):
+            out[table] = conn.execute(
+                f"SELECT c.name, {PATH}, count(t.*) FROM pgrag.{table} t"
+                " JOIN pgrag.documents d ON d.collection_id = t.collection_id"
+                "  AND d.id = t.document_id"
+                " JOIN pgrag.collections c ON c.id = t.collection_id GROUP BY 1, 2 ORDER BY 1, 2"
+            ).fetchall()
+        out["contents"] = conn.execute(
+            f"SELECT c.name, {PATH}, string_agg(ch.content, ' | ' ORDER BY ch.ordinal)"
+            " FROM pgrag.chunks ch JOIN pgrag.documents d ON d.collection_id = ch.collection_id"
+            "  AND d.id = ch.document_id JOIN pgrag.collections c ON c.id = ch.collection_id"
+            " GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        out["embeddings"] = conn.execute(
+            "SELECT c.name, es.model, count(*) FROM pgrag.embeddings e"
+            " JOIN pgrag.embedding_sets es ON es.id = e.set_id"
+            " JOIN pgrag.collections c ON c.id = e.collection_id GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        out["language_sums"] = _sums(conn)
+    return out
+
+
+def _sums(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT c.name, es.model, ls.lang, sum(ls.n)::int, sum(ls.documents)::int,"
+        "       sum(ls.total)::real[]"
+        " FROM pgrag.language_sums ls JOIN pgrag.collections c ON c.id = ls.collection_id"
+        " JOIN pgrag.embedding_sets es ON es.id = ls.set_id"
+        " GROUP BY 1, 2, 3 HAVING sum(ls.documents) <> 0 ORDER BY 1, 2, 3"
+    ).fetchall()
+    return [(*r[:5], [round(x, 4) for x in r[5]]) for r in rows]
+
+
+def _recounted_sums(url: str) -> list[tuple[Any, ...]]:
+    """The sums recounted from the vectors (what they must equal), in a rolled-back
+    transaction."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "SELECT pgrag.recount_language_sums(es.id) FROM pgrag.embedding_sets es"
+            " WHERE es.state = 'active'"
+        )
+        got = _sums(conn)
+        conn.rollback()
+    return got
+
+
+async def _search(
+    dsn: str, searches: list[dict[str, Any]], *, walk: bool = False
+) -> list[list[list[tuple[str, int, float]]]]:
+    """Each search's pages (one page unless `walk`: then every page by continuation token)
+    as (path, rank, score) per hit."""
+    out = []
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        service = SearchService(db.pool, PROVIDER)
+        for kw in searches:
+            pages, token = [], None
+            while True:
+                page = await service.search(
+                    SearchRequest(max_tokens=25000, continuation_token=token, **kw)
+                )
+                pages.append([(h.path, h.rank, round(h.score, 6)) for h in page.data.results])
+                token = page.next_token
+                if not walk or token is None:
+                    break
+                assert len(pages) < 50, "the walk does not end"
+            out.append(pages)
+    return out
+
+
+# ---- 1. ingestion atomicity ---------------------------------------------------------------
+
+
+class FailingEmbedder(HashEmbedder):
+    """Embeds the first `ok` texts it is asked for, then the provider is 'down'."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__("hash/384", batch_size=1)
+        self.ok = ok
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        if self.ok < len(texts):
+            raise UpstreamError("the embedding provider is down (test)")
+        self.ok -= len(texts)
+        return await super()._embed(texts, is_query=is_query)
+
+
+class WrongDimensionsEmbedder(HashEmbedder):
+    """Claims the collection's 384 dimensions but answers 383: the version's units and
+    chunks are inserted, then its embeddings are refused by the set's HNSW index, inside
+    the version's transaction."""
+
+    def __init__(self) -> None:
+        super().__init__("hash/383")
+        self.model = "hash/384"
+
+    async def probe_dimensions(self) -> int:
+        return 384
+
+
+def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, str, Path]) -> None:
+    before = _state(pair[0])
+    assert before == _state(pair[1])
+    for _, dsn, root in _both(pair):
+        # a bigger new version of the review procedure: the provider fails after 3 chunks
+        review = root / "legal" / "contracts" / "review.md"
+        review.write_text(review.read_text() + "\n\n" + SECTIONS.replace("Step", "Phase"))
+        summary = asyncio.run(_ingest(dsn, root / "legal", "legal", FailingEmbedder(ok=3)))
+        assert [(r.path, r.outcome) for r in summary.failures] == [
+            ("contracts/review.md", Outcome.PENDING)
+        ]
+        # the new version's vectors do not fit the set: refused inside its transaction
+        with pytest.raises(psycopg.Error, match="expected 384 dimensions, not 383"):
+            asyncio.run(_ingest(dsn, root / "legal", "legal", WrongDimensionsEmbedder()))
+        # a parser error: a PDF that is not one
+        (root / "hr" / "leave.md").unlink()
+        (root / "hr" / "leave.pdf").write_bytes(b"%PDF-1.7 this is no pdf")
+        summary = asyncio.run(_ingest(dsn, root / "hr", "hr"))
+        assert [(r.path, r.outcome) for r in summary.failures] == [("leave.pdf", Outcome.FAILED)]
+    after = _state(pair[0])
+    assert after == _state(pair[1])
+    # the failed versions left the previous units, chunks, vectors and sums as they were
+    for key in ("units", "chunks", "contents", "embeddings", "language_sums"):
+        legal = [r for r in after[key] if r[0] == "legal"]
+        assert legal and legal == [r for r in before[key] if r[0] == "legal"], key
+    # leave.md went (its file did), the unparsable leave.pdf wrote nothing
+    assert {r[1] for r in after["chunks"] if r[0] == "hr"} == {"expenses.md", "old/handbook.md"}
+    assert after["language_sums"] == _recounted_sums(pair[0])
+    statuses = {(r[0], r[1]): r[2] for r in after["documents"]}
+    assert statuses[("legal", "contracts/review.md")] == "processing"  # the last failure's
+    assert statuses[("hr", "leave.pdf")] == "failed"
+    # restore the review procedure for the later tests (same text on both sides)
+    for _, dsn, root in _both(pair):
+        (root / "legal" / "contracts" / "review.md").write_text(
+            CORPUS["legal"]["contracts/review.md"]
+        )
+        (root / "hr" / "leave.pdf").unlink()
+        _write_folder(root / "hr", {"leave.md": CORPUS["hr"]["leave.md"]})
+        for collection in ("legal", "hr"):
+            summary = asyncio.run(_ingest(dsn, root / collection, collection))
+            assert not summary.failures, summary.failures
+    assert _state(pair[0]) == _state(pair[1])
+
+
+# ---- 2. pagination ------------------------------------------------------------------------
+
+PAGED: list[dict[str, Any]] = [
+    {"query": "contract review invoices", "mode": "hybrid", "limit": 3},
+    {"query": "contract review invoices", "mode": "keyword", "limit": 4},
+    {"query": "supplier contract", "mode": "semantic", "limit": 5},
+    {"query": "contract invoices", "mode": "hybrid", "limit": 2, "scope": "documents"},
+    {"query": "step", "mode": "keyword", "limit": 3, "filters": {"collection": "legal"}},
+    {"query": r"[0-9]+ days", "mode": "regex", "limit": 1},
+]
+
+
+def test_pages_walked_by_token_equal_a_single_server(pair: tuple[str, str, Path]) -> None:
+    url, single, _ = pair
+    walked = asyncio.run(_search(url, PAGED, walk=True))
+    assert walked == asyncio.run(_search(single, PAGED, walk=True))
+    whole = asyncio.run(_search(url, [{**s, "limit": 50} for s in PAGED]))
+    for search, pages, (one_page,) in zip(PAGED, walked, whole, strict=True):
+        hits = [h for page in pages for h in page]
+        assert len(pages) > 1, search  # really paged
+        assert [h[1] for h in hits] == list(range(1, len(hits) + 1)), search  # no gap, no dup
+        assert hits == one_page, search  # the pages are the one ranking, cut
+
+
+# ---- 3. a search over two collections -------------------------------------------------------
+
+
+def _two_collections(url: str, query: str) -> dict[str, Any]:
+    """BM25 pool and hybrid ranking over legal + hr, as (path, score) lists, and the shard of
+    each collection."""
+    vector = str([float(x) for x in asyncio.run(PROVIDER.embed_query(query))])
+    with psycopg.connect(url) as conn:
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM pgrag.collections WHERE name IN ('legal', 'hr') ORDER BY name"
+            ).fetchall()
+        ]
+        join = (
+            " JOIN pgrag.chunks c ON c.id = x.chunk_id"
+            " JOIN pgrag.documents d ON d.collection_id = c.collection_id AND d.id = c.document_id"
+        )
+        lexical = conn.execute(
+            "SELECT d.path, c.ordinal, round(x.score::numeric, 6)::float8"
+            f" FROM pgrag.lexical_candidates(%s, 100, %s::bigint[]) x {join}"
+            " ORDER BY x.rank",
+            (query, ids),
+        ).fetchall()
+        hybrid = conn.execute(
+            "SELECT d.path, c.ordinal, round(x.fused_score::numeric, 6)::float8,"
+            "       round(x.lexical_score::numeric, 6)::float8"
+            " FROM pgrag.hybrid_search(%s, %s::vector, 20, %s::bigint[]) x"
+            f" {join} ORDER BY x.rank",
+            (query, vector, ids),
+        ).fetchall()
+        stats = conn.execute(
+            "SELECT count(*), avg(length(tsv)) FROM pgrag.chunks WHERE collection_id = ANY (%s)",
+            (ids,),
+        ).fetchone()
+    return {"ids": ids, "lexical": lexical, "hybrid": hybrid, "stats": stats}
+
+
+def test_a_two_collection_search_scores_with_the_whole_scope(pair: tuple[str, str, Path]) -> None:
+    url, single, _ = pair
+    with psycopg.connect(url) as conn:
+        shards = conn.execute(
+            "SELECT get_shard_id_for_distribution_column('pgrag.chunks', id) FROM"
+            " pgrag.collections WHERE name IN ('legal', 'hr')"
+        ).fetchall()
+    assert len(set(shards)) == 2  # the scope spans two shards
+    for query in ("contract review invoices", "supplier contract claims", "合同 contract"):
+        got, want = _two_collections(url, query), _two_collections(single, query)
+        assert got["lexical"] and got["hybrid"], got
+        assert {k: v for k, v in got.items() if k != "ids"} == {
+            k: v for k, v in want.items() if k != "ids"
+        }, query
+
+
+# ---- 5. explain / psql reproduction -----------------------------------------------------------
+
+
+def _explained(url: str, searches: list[dict[str, Any]]) -> list[list[tuple[Any, ...]]]:
+    """Each search run by the service, then replayed by pgrag.explain_search (ids dropped)."""
+    out = []
+    for kw in searches:
+        ids = asyncio.run(_logged_search(url, kw))
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT rank, logged_rank, document_path, location, lexical_rank,"
+                " round(lexical_score::numeric, 5), semantic_rank,"
+                " round(semantic_score::numeric, 5), round(fused_score::numeric, 5), fusion,"
+                " round(lexical_share::numeric, 5), query_lang, chunk_lang, centred,"
+                " round(lexical_proximity::numeric, 5), snippet"
+                " FROM pgrag.explain_search(%s)",
+                (ids,),
+            ).fetchall()
+        out.append(rows)
+    return out
+
+
+async def _logged_search(dsn: str, kw: dict[str, Any]) -> int:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        page = await SearchService(db.pool, PROVIDER).search(SearchRequest(**kw))
+    assert page.data.search_id is not None
+    return page.data.search_id
+
+
+EXPLAINED: list[dict[str, Any]] = [
+    {"query": "contract review invoices", "mode": "hybrid", "limit": 5},
+    {"query": "vacation leave", "mode": "keyword", "filters": {"collection": "hr"}},
+    {"query": "supplier contract", "mode": "semantic", "limit": 4, "continuation_token": None},
+]
+
+
+def test_explain_search_replays_a_search_as_on_a_single_server(
+    pair: tuple[str, str, Path],
+) -> None:
+    url, single, _ = pair
+    got = _explained(url, EXPLAINED)
+    assert all(got) and got == _explained(single, EXPLAINED)
+    for rows in got:  # the replay ranks what the search logged
+        assert [r[0] for r in rows] == [r[1] for r in rows]
+
+
+def _cli_explain(url: str, distributed: str) -> list[tuple[Any, ...]]:
+    """`pgrag search --explain --json` as a user runs it, then its psql reproduction
+    `pgrag.explain_search(<search_id>)`: hits with their leg ranks and scores, and the
+    replay's (rank, path, fused score)."""
+    proc = subprocess.run(
+        pgrag_cmd(
+            "--database-url",
+            url,
+            "search",
+            "contract review invoices",
+            "--explain",
+            "--json",
+            "--limit",
+            "4",
+        ),
+        env={**os.environ, "PGRAG_EMBEDDING_MODEL": "hash/384", "PGRAG_DISTRIBUTED": distributed},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    hits = [
+        (
+            h["rank"],
+            h["path"],
+            round(h["score"], 6),
+            h["explain"]["lexical_rank"],
+            h["explain"]["semantic_rank"],
+            round(h["explain"]["fused_score"], 6),
+        )
+        for h in data["results"]
+    ]
+    with psycopg.connect(url) as conn:
+        replay = conn.execute(
+            "SELECT rank, document_path, round(fused_score::numeric, 6)::float8"
+            " FROM pgrag.explain_search(%s)",
+            (data["search_id"],),
+        ).fetchall()
+    assert [(r[0], r[1], r[5]) for r in hits] == [tuple(r) for r in replay]
+    return hits
+
+
+def test_pgrag_search_explain_runs_on_the_cluster(pair: tuple[str, str, Path]) -> None:
+    url, single, _ = pair
+    got = _cli_explain(url, "true")
+    assert len(got) == 4 and got == _cli_explain(single, "false")
+
+
+# ---- 6. deletes outside an ingest version, and the write toolset ---------------------------
+
+
+def _settings(dsn: str) -> Any:
+    return load_settings(database_url=dsn, embedding_model="hash/384", collection="notes")
+
+
+async def _write_and_delete(dsn: str, root: Path) -> dict[str, Any]:
+    """Save, update and delete saved documents (the write toolset's service), delete an
+    ingested document as the REST API does, drop a folder as watch mode does; what
+    find_documents and a search see after."""
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        saved = SavedDocuments(db.pool, PROVIDER, _settings(dsn), None)
+        kept = await saved.create(
+            NewDocument(
+                content="# Supplier onboarding\n\nNew suppliers send their bank details and "
+                "the signed contract before the first invoice.",
+                topic="Supplier onboarding",
+                tags=["suppliers"],
+            )
+        )
+        gone = await saved.create(
+            NewDocument(content="# Draft\n\nA draft about invoices, to be deleted.", topic="Draft")
+        )
+        await saved.update(
+            kept.document_id,
+            DocumentPatch(
+                content="# Supplier onboarding\n\nNew suppliers send bank details, the signed "
+                "contract and a tax certificate before the first invoice.",
+                tags=["suppliers", "tax"],
+            ),
+        )
+        deleted = await saved.delete(gone.document_id)
+        assert deleted.deleted
+        # REST DELETE /documents/{id}
+        await docs.delete_document(db.pool, None, "audit.md")
+        # watch mode: the folder old/ was deleted
+        removed = await Ingestor(db.pool, PROVIDER, collection="hr").remove(root / "hr", ["old"])
+        assert removed == ["old/handbook.md"]
+        found = await saved.find("onboarding", ["tax"], 10, include_content=True)
+        service = SearchService(db.pool, PROVIDER)
+        page = await service.search(
+            SearchRequest(query="supplier tax certificate invoices", mode="hybrid", limit=10)
+        )
+    return {
+        "found": [(f.title, f.tags, f.content) for f in found],
+        "search": [(h.path.rsplit("-", 1)[0], round(h.score, 6)) for h in page.data.results],
+    }
+
+
+def test_deletes_outside_a_version_keep_the_language_sums(pair: tuple[str, str, Path]) -> None:
+    """Per-language sums on Citus are kept by the writer: every delete path takes the
+    deleted vectors out, as the triggers do on a single server."""
+    got = {side: asyncio.run(_write_and_delete(dsn, root)) for side, dsn, root in _both(pair)}
+    assert got["c"]["found"] and got["c"] == got["s"]
+    after = _state(pair[0])
+    assert after == _state(pair[1])
+    assert ("notes", "saved/draft.md") not in {r[:2] for r in after["documents"]}
+    assert ("finance", "audit.md") not in {r[:2] for r in after["documents"]}
+    assert after["language_sums"] == _recounted_sums(pair[0])
+
+
+# ---- 7. reindex -----------------------------------------------------------------------------
+
+
+async def _reindexed(dsn: str) -> list[list[list[tuple[str, int, float]]]]:
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        result = await reindex(db.pool, "hr", HashEmbedder("hash/256"), batch=2, drop_old=True)
+    assert result.chunks > 0 and result.dropped_set_ids
+    searches: list[dict[str, Any]] = [
+        {"query": q, "mode": m, "limit": 5, "filters": {"collection": "hr"}}
+        for q in ("vacation leave requests", "expense claims")
+        for m in ("semantic", "hybrid")
+    ]
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        service = SearchService(db.pool, HashEmbedder("hash/256"))
+        pages = []
+        for kw in searches:
+            page = await service.search(SearchRequest(**kw))
+            pages.append([[(h.path, h.rank, round(h.score, 6)) for h in page.data.results]])
+    return pages
+
+
+def test_reindex_switches_a_collection_to_another_embedding_set(
+    pair: tuple[str, str, Path],
+) -> None:
+    url, single, _ = pair
+    got = asyncio.run(_reindexed(url))
+    assert all(p[0] for p in got) and got == asyncio.run(_reindexed(single))
+    after = _state(url)
+    assert after == _state(single)
+    assert {r[1] for r in after["embeddings"] if r[0] == "hr"} == {"hash/256"}
+    assert after["language_sums"] == _recounted_sums(url)
+    with psycopg.connect(url) as conn:  # the old set's index went from every shard
+        left = conn.execute(
+            "SELECT result FROM run_command_on_shards('pgrag.embeddings', $$SELECT"
+            " string_agg(indexname, ',') FROM pg_indexes WHERE schemaname || '.' || tablename = '%s'"
+            " AND indexname LIKE 'embeddings_hnsw_%%'$$)"
+        ).fetchall()
+        sets = conn.execute(
+            "SELECT es.id FROM pgrag.embedding_sets es JOIN pgrag.collections c"
+            " ON c.active_set_id = es.id ORDER BY es.id"
+        ).fetchall()
+    names = {n for (r,) in left if r for n in r.split(",")}
+    assert {n.rsplit("_", 1)[0] for n in names} == {f"embeddings_hnsw_{s}" for (s,) in sets}
+
+
+# ---- 8. the graph toolset and log retention ---------------------------------------------------
+
+
+async def _graph_and_retention(dsn: str) -> dict[str, Any]:
+    settings = _settings(dsn)
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        graph = GraphService(db.pool, settings)
+        async with db.pool.connection() as conn:
+            chunk = await (
+                await conn.execute(
+                    "SELECT c.id FROM pgrag.chunks c JOIN pgrag.documents d"
+                    " ON d.collection_id = c.collection_id AND d.id = c.document_id"
+                    " WHERE d.path = 'contracts/signing.md'"
+                )
+            ).fetchone()
+        assert chunk is not None
+        alice = await graph.create_node(
+            None, "Person", "Alice Legal", {"team": "legal"}, None, None
+        )
+        signing = await graph.create_node(None, "Document", "Signing", None, None, chunk[0])
+        hr = await graph.create_node(None, "Organization", "HR", None, "leave.md", None)
+        await graph.create_relationship(alice.id, signing.id, "MENTIONS", None)
+        await graph.create_relationship(alice.id, hr.id, "WORKS_FOR", {"since": 2020})
+        path = await graph.find_path(signing.id, hr.id, 3, None, "both")
+        near = await graph.neighbors(alice.id, 2, None, "out", 10)
+        _, fuzzy = await graph.fuzzy_search("alise legal", None, 5)
+        assert signing.document_id is not None and hr.document_id is not None
+        await graph.delete_node(hr.id, detach=True)
+        async with db.pool.connection() as conn:  # a search a year old, and one now
+            await conn.execute(
+                "INSERT INTO pgrag.search_log (query, mode, scope, params, results, created_at)"
+                " VALUES ('old', 'keyword', 'chunks', '{}', '[]', now() - interval '400 days'),"
+                "        ('new', 'keyword', 'chunks', '{}', '[]', now())"
+            )
+        pruned = await prune_logs(db.pool, 30, batch=1)
+        async with db.pool.connection() as conn:
+            left = await (
+                await conn.execute(
+                    "SELECT array_agg(query) FROM pgrag.search_log WHERE query IN ('old', 'new')"
+                )
+            ).fetchone()
+    return {
+        "path": path and [n.name for n in path.nodes],
+        "near": sorted((n.name, d) for n, d in near.nodes),  # ties: by random node ids
+        "fuzzy": [n.name for n in fuzzy][:1],
+        "links": (signing.chunk_id == chunk[0], hr.document_id is not None),
+        "pruned": pruned[0],
+        "logs_left": left and left[0],
+    }
+
+
+def test_graph_toolset_and_log_retention_work_on_the_cluster(pair: tuple[str, str, Path]) -> None:
+    url, single, _ = pair
+    got = asyncio.run(_graph_and_retention(url))
+    assert got == asyncio.run(_graph_and_retention(single))
+    assert got["path"] == ["Signing", "Alice Legal", "HR"] and got["fuzzy"] == ["Alice Legal"]
+    assert got["pruned"] == 1 and got["logs_left"] == ["new"] and got["links"] == (True, True)
+
+
+# ---- 4. the chunk count of BM25's idf -------------------------------------------------------
+
+
+def test_chunk_count_estimate_is_exact_without_reading_the_chunks(
+    pair: tuple[str, str, Path],
+) -> None:
+    """On Citus the figure comes from the maintained per-language sums: it equals the chunk
+    count, and it answers while pgrag.chunks is locked (a count over the shards would wait)."""
+    url, single, _ = pair
+    for dsn in (url, single):
+        with psycopg.connect(dsn) as conn:
+            n, estimate = conn.execute(
+                "SELECT count(*), pgrag.chunk_count_estimate() FROM pgrag.chunks"
+            ).fetchone() or (None, None)
+        assert n and estimate == n
+    with psycopg.connect(url) as locker, psycopg.connect(url) as reader:
+        locker.execute("LOCK TABLE pgrag.chunks IN ACCESS EXCLUSIVE MODE")
+        reader.execute("SET lock_timeout = '3s'")
+        assert reader.execute("SELECT pgrag.chunk_count_estimate()").fetchone() == (n,)
+        locker.rollback()
