@@ -284,6 +284,11 @@ async def distribute(conn: psycopg.AsyncConnection) -> None:
                     "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
                     (rel, DISTRIBUTION_COLUMN, "default" if rel == anchor else anchor),
                 )
+                # a populated database: the rows were copied to the shards, and the
+                # coordinator's table would keep a dead copy of them on disk
+                await conn.execute(
+                    "SELECT truncate_local_data_after_distributing_table(%s)", (rel,)
+                )
         for rel, name, definition in fks:
             await conn.execute(
                 sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {}").format(
