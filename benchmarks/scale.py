@@ -45,7 +45,7 @@ DOCUMENTS_COPY = (
 INDEX_DEF_SQL = "SELECT pg_get_indexdef(%s::regclass)"
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, %(embedding)s, 10, NULL, %(filters)s, 60, %(lw)s, %(sw)s, 100)
+    %(query)s, %(embedding)s, 10, NULL, %(filters)s, 60, %(lw)s, %(sw)s, 100{extra})
 """
 SIZES_SQL = """
 SELECT c.relname, pg_relation_size(c.oid), pg_total_relation_size(c.oid), c.relkind
@@ -56,6 +56,10 @@ WHERE n.nspname = 'pgrag' AND c.relkind IN ('r', 'i')
 ORDER BY pg_total_relation_size(c.oid) DESC
 """
 MODES = {"keyword": (1.0, 0.0), "semantic": (0.0, 1.0), "hybrid": (1.0, 1.0)}
+# the default fusion without its proximity term (no windows computed): what the proximity
+# among a document's chunks costs at this size (5 chunks per document), in the same run
+EXTRA = {"hybrid_noprox": ", proximity_weight => 0"}
+MODES["hybrid_noprox"] = (1.0, 1.0)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -151,7 +155,7 @@ def _copy_rows(
                 )
         with conn.cursor() as cur, cur.copy(support.UNITS_COPY) as copy:
             for d, part in zip(doc_ids, parts, strict=True):
-                copy.write_row((d, "text", 1, None, "\n\n".join(part)))
+                copy.write_row((cid, d, "text", 1, None, "\n\n".join(part)))
         unit_of = dict(conn.execute("SELECT document_id, id FROM pgrag.units").fetchall())
         with conn.cursor() as cur, cur.copy(support.CHUNKS_COPY) as copy:
             for i, (d, part) in enumerate(zip(doc_ids, parts, strict=True)):
@@ -160,7 +164,19 @@ def _copy_rows(
                     digest = hashlib.sha256(support.embed_text(heading, text).encode()).digest()
                     tokens = max(1, round(len(text.split()) * 1.3))
                     end = offset + len(text)
-                    row = (d, cid, unit_of[d], ordinal, heading, text, digest, tokens, offset, end)
+                    row = (
+                        d,
+                        cid,
+                        unit_of[d],
+                        ordinal,
+                        heading,
+                        text,
+                        digest,
+                        tokens,
+                        offset,
+                        end,
+                        "en",
+                    )
                     copy.write_row(row)
                     offset = end + 2
     rows = conn.execute("SELECT id, document_id, ordinal FROM pgrag.chunks").fetchall()
@@ -190,12 +206,13 @@ def measure(
                 }
                 for q, v in zip(queries, vectors, strict=True)
             ]
+            search_sql = SEARCH_SQL.format(extra=EXTRA.get(mode, ""))
             for p in params[:5]:
-                conn.execute(SEARCH_SQL, p).fetchall()
+                conn.execute(search_sql, p).fetchall()
             seconds, hits = [], []
             for p in params:
                 t = time.perf_counter()
-                rows = conn.execute(SEARCH_SQL, p).fetchall()
+                rows = conn.execute(search_sql, p).fetchall()
                 seconds.append(time.perf_counter() - t)
                 hits.append(len(rows))
             out[f"{mode}/{label}"] = {
