@@ -296,35 +296,16 @@ class Ingestor:
         )
         async with self.pool.connection() as conn:
             doc_id = await store.mark_processing(conn, col.id, fields)
+            failed = _Failure(conn, col.id, doc_id, work)
             if error is not None or prepared is None:
                 code = error.code if error else "INTERNAL"
                 message = error.message if error else "no content"
-                await store.mark_failed(
-                    conn,
-                    col.id,
-                    doc_id,
-                    status="failed",
-                    code=code,
-                    detail=message,
-                    content_hash=work.content_hash,
-                    size=work.size,
-                )
-                return FileResult(rel, Outcome.FAILED, error_code=code, error=message)
+                return await failed.mark(Outcome.FAILED, code, message, work.content_hash)
             try:
                 vectors, embedded = await self._embed(conn, col.id, doc_id, prepared)
             except PgragError as exc:
-                status = "pending" if isinstance(exc, UpstreamError) else "failed"
-                await store.mark_failed(
-                    conn,
-                    col.id,
-                    doc_id,
-                    status=status,
-                    code=str(exc.code),
-                    detail=exc.message,
-                    content_hash=None,
-                    size=work.size,
-                )
-                return FileResult(rel, Outcome(status), error_code=str(exc.code), error=exc.message)
+                status = Outcome.PENDING if isinstance(exc, UpstreamError) else Outcome.FAILED
+                return await failed.mark(status, str(exc.code), exc.message)
             assert col.set_id is not None
             try:
                 written = await store.write_version(
@@ -343,19 +324,7 @@ class Ingestor:
                     f"while this file was embedded with {self.provider.model}: nothing was "
                     "written; ingest again with the collection's current model"
                 )
-                await store.mark_failed(
-                    conn,
-                    col.id,
-                    doc_id,
-                    status="pending",
-                    code=str(ErrorCode.INVALID_ARGUMENT),
-                    detail=message,
-                    content_hash=None,
-                    size=work.size,
-                )
-                return FileResult(
-                    rel, Outcome.PENDING, error_code=str(ErrorCode.INVALID_ARGUMENT), error=message
-                )
+                return await failed.mark(Outcome.PENDING, str(ErrorCode.INVALID_ARGUMENT), message)
         if not written:
             return FileResult(
                 rel,
@@ -388,3 +357,29 @@ class Ingestor:
         if not parts:
             return np.zeros((0, self.provider.dimensions), dtype=np.float32), 0
         return np.vstack(parts), embedded
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A version that could not be written: the document is marked with why (`failed`, or
+    `pending` when a retry may succeed) and the run reports the same."""
+
+    conn: psycopg.AsyncConnection
+    collection_id: int
+    document_id: UUID
+    work: _Work
+
+    async def mark(
+        self, status: Outcome, code: str, message: str, content_hash: str | None = None
+    ) -> FileResult:
+        await store.mark_failed(
+            self.conn,
+            self.collection_id,
+            self.document_id,
+            status=str(status),
+            code=code,
+            detail=message,
+            content_hash=content_hash,
+            size=self.work.size,
+        )
+        return FileResult(self.work.found.rel, status, error_code=code, error=message)
