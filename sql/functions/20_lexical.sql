@@ -258,7 +258,9 @@ BEGIN
                          ORDER BY o.i) AS generates
         FROM ordered o
     ),
-    -- pass 1: postings of the generating terms in every readable collection (df over them)
+    -- pass 1: postings of the generating terms in every readable collection (df over them:
+    -- a scoped search's scores do not depend on its scope, so on Citus this statement
+    -- reads every readable collection's shard; the by-id reads below are routed)
     hits AS MATERIALIZED (
         SELECT g.i, c.id, c.collection_id, c.document_id
         FROM qt, unnest(qt.terms, qt.generates) WITH ORDINALITY AS g(term, generates, i),
