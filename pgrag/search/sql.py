@@ -90,8 +90,8 @@ LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_i
 WHERE c.id = ANY(%(ids)s)
 """
 # when the search names its collections: on Citus the fetch then goes to their shards only
-# (Citus prunes each table on its own `collection_id = ANY ($n)`, not on `$n IS NULL OR ...`,
-# and a LEFT JOIN's table only on a predicate in its ON clause)
+# (a predicate on each table: Citus does not carry one across a join, and prunes a LEFT
+# JOIN's table only on a predicate in its ON clause)
 CHUNK_DETAILS_IN_SQL = CHUNK_DETAILS_SQL.replace(
     "u.collection_id = c.collection_id",
     "u.collection_id = c.collection_id AND u.collection_id = ANY(%(collection_ids)s::bigint[])",

@@ -125,9 +125,9 @@ $$;
 -- Chunks by id with their tsvector and document, in the collections of the scope: the
 -- by-id reads of the lexical leg (rescoring, proximity positions) and of the hybrid page
 -- (each hit's document). Built with the collection ids as literals so that on Citus the
--- statement is routed to those collections' shards (a predicate on a plpgsql variable in a
--- generic plan, or on a SQL function's parameter, cannot be pruned: the statement went to
--- every shard, or Citus refuses to plan it). collection_ids NULL: every collection;
+-- statement is routed to those collections' shards (Citus refuses a parameter of a generic
+-- plan or of a SQL function there: "could not create distributed plan"; without the
+-- predicate the statement went to every shard). collection_ids NULL: every collection;
 -- with_tsv false: tsv NULL (not read, nor sent from the workers). Invoker's rights: under
 -- row-level security the caller sees only its own chunks.
 CREATE OR REPLACE FUNCTION pgrag.chunks_by_id(
@@ -174,10 +174,10 @@ BEGIN
         '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
         '  AND NOT (c.id = ANY (%L::bigint[])) '
         'LIMIT %s',
-        -- the collection predicates only when there is one: Citus prunes shards on
-        -- `collection_id = ANY (literal)`, not on `literal IS NULL OR ...`
+        -- the collection predicates only when there is one, on each table: Citus routes
+        -- the statement to the collections' shards, and does not carry a table's
+        -- predicate across the join to the other
         terms, tsq,
-        -- (on both tables: the join does not carry it from one to the other)
         CASE WHEN collection_ids IS NOT NULL
              THEN format('AND c.collection_id = ANY (%1$L::bigint[]) '
                          'AND d.collection_id = ANY (%1$L::bigint[]) ', collection_ids) END,
