@@ -267,10 +267,10 @@ class RankTimer:
 def time_ranking() -> RankTimer:
     """Wrap the engine's ranking call so that each search also reports its ranking SQL
     alone, without the hit building (snippets, context) that follows in Python."""
-    from pgrag.search import engine
+    from pgrag.search import ranking
 
     timer = RankTimer()
-    original = engine._ranked
+    original = ranking._ranked
 
     async def timed(conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]) -> Any:
         t = time.perf_counter()
@@ -279,7 +279,7 @@ def time_ranking() -> RankTimer:
         finally:
             timer.last = time.perf_counter() - t
 
-    engine._ranked = timed  # type: ignore[assignment]
+    ranking._ranked = timed  # type: ignore[assignment]
     return timer
 
 

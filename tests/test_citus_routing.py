@@ -8,10 +8,18 @@ tenant can be isolated to its own shard (docs/scale-out.md).
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import dataclass, field
 
 import psycopg
 import pytest
 
+from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.settings import load_settings
 from tests.support.citus import CitusCluster, explain, fresh_database, migrate, task_count
 
 DIMS = 8
@@ -159,3 +167,159 @@ def test_a_large_tenant_is_isolated_to_its_own_shards(distributed_dsn: str) -> N
         (_vec(5),),
     )
     assert task_count(plan) == 1, plan
+
+
+# -- a collection-scoped search through the service, statement by statement ---------------
+
+SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
+# BM25's corpus statistics are over every collection the caller can read (the scores of a
+# scoped search do not depend on its scope): the postings pass (document frequencies) and
+# the chunk count (pgrag.chunk_count_estimate) alone fan out
+CORPUS_STATISTICS = (
+    "AS i, worker_column_2 AS id, worker_column_3 AS collection_id",
+    'SELECT sum(ls.n) AS "coalesce" FROM (pgrag.language_sums',
+)
+
+
+def _statistics(cmd: str) -> bool:
+    return any(s in cmd for s in CORPUS_STATISTICS)
+
+
+ROUTING_FOLDERS = {
+    "alpha": {
+        f"a{i}.md": f"# Contract {i}\n\n"
+        + "\n\n".join(
+            f"Paragraph {k}: every supplier contract signing needs the legal review {i} {k}; "
+            "archive the signed copy and tell finance about the vacation budget."
+            for k in range(12 if i == 0 else 2)
+        )
+        for i in range(4)
+    },
+    "beta": {
+        f"b{i}.md": f"# Leave {i}\n\nVacation leave and contract signing {i}.\n" for i in range(4)
+    },
+    "gamma": {
+        f"g{i}.md": f"# Travel {i}\n\nContract travel expenses claim {i}.\n" for i in range(4)
+    },
+}
+
+
+@dataclass
+class RemoteLog:
+    """The commands Citus sends to the workers (citus.log_remote_commands)."""
+
+    commands: list[str] = field(default_factory=list)
+
+    def handler(self, diag: psycopg.errors.Diagnostic) -> None:
+        msg = diag.message_primary or ""
+        if msg.startswith("issuing "):
+            self.commands.append(msg[len("issuing ") :])
+
+
+@pytest.fixture(scope="module")
+def ingested_dsn(citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Three collections ingested through pgrag's own pipeline into a distributed database."""
+    url = fresh_database(citus)
+    asyncio.run(migrate(url, True))
+    tmp = tmp_path_factory.mktemp("routing")
+
+    async def ingest() -> None:
+        async with open_database(load_settings(), dsn=url, max_size=2) as db:
+            for collection, files in ROUTING_FOLDERS.items():
+                root = tmp / collection
+                root.mkdir()
+                for rel, text in files.items():
+                    (root / rel).write_text(text, encoding="utf-8")
+                summary = await Ingestor(
+                    db.pool, HashEmbedder("hash/384"), collection=collection
+                ).run([root])
+                assert not summary.failures, summary.failures
+
+    asyncio.run(ingest())
+    return url
+
+
+def _shard_groups(url: str) -> tuple[dict[int, int], dict[str, int]]:
+    """shard id -> its hash range (co-located shards share one), and each collection's."""
+    with psycopg.connect(url) as conn:
+        groups = dict(
+            conn.execute(
+                "SELECT shardid, shardminvalue::int FROM pg_dist_shard"
+                " WHERE shardminvalue IS NOT NULL"
+            ).fetchall()
+        )
+        of = {
+            name: groups[shard]
+            for name, shard in conn.execute(
+                "SELECT name, get_shard_id_for_distribution_column('pgrag.chunks', id)"
+                " FROM pgrag.collections"
+            ).fetchall()
+        }
+    return groups, of
+
+
+async def _remote_statements(
+    url: str, req: SearchRequest
+) -> tuple[int, list[tuple[str, set[int]]]]:
+    """Run one search through the service; its hit count and, per remote command, the
+    hash ranges (shard groups) of the distributed shards it named."""
+    from pgvector.psycopg import register_vector_async
+    from psycopg_pool import AsyncConnectionPool
+
+    log = RemoteLog()
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await register_vector_async(conn)
+        await conn.execute("SET citus.log_remote_commands = on")
+        conn.add_notice_handler(log.handler)
+
+    pool = AsyncConnectionPool(
+        url, min_size=1, max_size=1, open=False, configure=configure, kwargs={"autocommit": True}
+    )
+    await pool.open()
+    try:
+        service = SearchService(pool, HashEmbedder("hash/384"), log_searches=False)
+        await service.search(req)  # plans and caches made; the second run is the one counted
+        log.commands.clear()
+        page = await service.search(req)
+    finally:
+        await pool.close()
+    groups, _ = _shard_groups(url)
+    # reference tables (one shard, a copy on every node) name no hash range: left out
+    return len(page.data.results), [
+        (cmd, {groups[i] for m in SHARD_RE.finditer(cmd) if (i := int(m.group(1))) in groups})
+        for cmd in log.commands
+    ]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "semantic"])
+def test_a_collection_scoped_search_runs_on_that_collections_shard(
+    ingested_dsn: str, mode: str
+) -> None:
+    """Every statement of a search scoped to one collection (ranking, hit fetch with
+    documents, units and context) goes to that collection's shard; only BM25's corpus
+    statistics (document frequencies, chunk count) over every readable collection fan out."""
+    _, of = _shard_groups(ingested_dsn)
+    assert len(set(of.values())) == 3, of  # the three collections on three shards
+    req = SearchRequest(
+        query="contract signing legal review vacation", mode=mode, limit=10,
+        max_tokens=25000, filters={"collection": "alpha"},
+    )  # fmt: skip
+    found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
+    assert found > 0
+    routed = [(cmd, ids) for cmd, ids in statements if ids and not _statistics(cmd)]
+    fanned = [cmd for cmd, ids in statements if ids and _statistics(cmd)]
+    assert routed, statements
+    strays = [(cmd[:150], ids) for cmd, ids in routed if ids != {of["alpha"]}]
+    assert not strays, f"shard of alpha: {of['alpha']}; elsewhere: {strays}"
+    # one postings statement and one chunk count per shard
+    assert len(fanned) == (0 if mode == "semantic" else 2 * 32), [c[:120] for c in fanned]
+
+
+def test_an_unscoped_search_touches_several_shards(ingested_dsn: str) -> None:
+    _, of = _shard_groups(ingested_dsn)
+    req = SearchRequest(query="contract signing", mode="hybrid", limit=10, max_tokens=25000)
+    found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
+    touched = {g for _, ids in statements for g in ids}
+    assert found > 0
+    assert set(of.values()) <= touched and len(touched) > 3, touched

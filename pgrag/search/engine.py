@@ -157,7 +157,7 @@ class SearchService:
                 ),
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
-            hits = await self._hits(conn, req, mode, rows)
+            hits = await self._hits(conn, req, mode, rows, collection_ids)
             total = rows[0].total if rows else 0
             budget = fit_to_budget(
                 hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
@@ -239,6 +239,7 @@ class SearchService:
         req: SearchRequest,
         mode: str,
         rows: list[RankedRow],
+        collection_ids: list[int] | None,
     ) -> list[SearchHit]:
         if not rows:
             return []
@@ -247,7 +248,10 @@ class SearchService:
             chunk_ids.update(r.chunk_ids or [r.chunk_id])
         margin = max(CONTEXT_CHARS, round(req.context_chars * 1.25)) + 150
         async with conn.cursor(row_factory=class_row(ChunkDetail)) as cur:
-            await cur.execute(sql.CHUNK_DETAILS_SQL, {"ids": list(chunk_ids), "margin": margin})
+            await cur.execute(
+                sql.CHUNK_DETAILS_SQL if collection_ids is None else sql.CHUNK_DETAILS_IN_SQL,
+                {"ids": list(chunk_ids), "margin": margin, "collection_ids": collection_ids},
+            )
             details = {d.id: d for d in await cur.fetchall()}
         content_mode = req.content_mode or self.default_content_mode
         keywords = extract_keywords(req.query) if mode != "regex" else []

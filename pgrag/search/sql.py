@@ -89,6 +89,16 @@ JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collectio
 LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_id
 WHERE c.id = ANY(%(ids)s)
 """
+# when the search names its collections: on Citus the fetch then goes to their shards only
+# (a predicate on each table: Citus does not carry one across a join, and prunes a LEFT
+# JOIN's table only on a predicate in its ON clause)
+CHUNK_DETAILS_IN_SQL = CHUNK_DETAILS_SQL.replace(
+    "u.collection_id = c.collection_id",
+    "u.collection_id = c.collection_id AND u.collection_id = ANY(%(collection_ids)s::bigint[])",
+) + (
+    "  AND c.collection_id = ANY(%(collection_ids)s::bigint[])\n"
+    "  AND d.collection_id = ANY(%(collection_ids)s::bigint[])\n"
+)
 
 SECRET_SQL = "SELECT secret FROM pgrag.server_secret"
 

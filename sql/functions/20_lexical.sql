@@ -122,6 +122,30 @@ BEGIN
 END
 $$;
 
+-- Chunks by id with their tsvector and document, in the collections of the scope: the
+-- by-id reads of the lexical leg (rescoring, proximity positions) and of the hybrid page
+-- (each hit's document). Built with the collection ids as literals so that on Citus the
+-- statement is routed to those collections' shards (Citus refuses a parameter of a generic
+-- plan or of a SQL function there: "could not create distributed plan"; without the
+-- predicate the statement went to every shard). collection_ids NULL: every collection;
+-- with_tsv false: tsv NULL (not read, nor sent from the workers). Invoker's rights: under
+-- row-level security the caller sees only its own chunks.
+CREATE OR REPLACE FUNCTION pgrag.chunks_by_id(
+    ids bigint[], collection_ids bigint[], with_tsv boolean DEFAULT true
+) RETURNS TABLE (id bigint, tsv tsvector, document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 100 AS $$
+BEGIN
+    IF coalesce(cardinality(ids), 0) = 0 THEN
+        RETURN;  -- no round trip to the shards for nothing
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.id, %s, c.document_id FROM pgrag.chunks c WHERE c.id = ANY (%L::bigint[]) %s',
+        CASE WHEN with_tsv THEN 'c.tsv' ELSE 'NULL::tsvector' END, ids,
+        CASE WHEN collection_ids IS NOT NULL
+             THEN format('AND c.collection_id = ANY (%L::bigint[])', collection_ids) ELSE '' END);
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgrag.lexical_fallback_in(
     tsq            tsquery,
     terms          tsquery[],
@@ -145,14 +169,21 @@ BEGIN
         '       c.document_id '
         'FROM pgrag.chunks c '
         'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
-        'WHERE c.tsv @@ %L::tsquery '
-        '  AND (%L::bigint[] IS NULL OR c.collection_id = ANY (%L::bigint[])) '
-        '  AND (%L::bigint[] IS NULL OR c.collection_id = ANY (%L::bigint[])) '
+        'WHERE c.tsv @@ %L::tsquery %s %s'
         '  AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
         '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
         '  AND NOT (c.id = ANY (%L::bigint[])) '
         'LIMIT %s',
-        terms, tsq, collection_ids, collection_ids, readable, readable,
+        -- the collection predicates only when there is one, on each table: Citus routes
+        -- the statement to the collections' shards, and does not carry a table's
+        -- predicate across the join to the other
+        terms, tsq,
+        CASE WHEN collection_ids IS NOT NULL
+             THEN format('AND c.collection_id = ANY (%1$L::bigint[]) '
+                         'AND d.collection_id = ANY (%1$L::bigint[]) ', collection_ids) END,
+        CASE WHEN readable IS NOT NULL
+             THEN format('AND c.collection_id = ANY (%1$L::bigint[]) '
+                         'AND d.collection_id = ANY (%1$L::bigint[]) ', readable) END,
         coalesce(filters, '{}'::jsonb), scored, max_rows);
 END
 $$;
@@ -227,7 +258,9 @@ BEGIN
                          ORDER BY o.i) AS generates
         FROM ordered o
     ),
-    -- pass 1: postings of the generating terms in every readable collection (df over them)
+    -- pass 1: postings of the generating terms in every readable collection (df over them:
+    -- a scoped search's scores do not depend on its scope, so on Citus this statement
+    -- reads every readable collection's shard; the by-id reads below are routed)
     hits AS MATERIALIZED (
         SELECT g.i, c.id, c.collection_id, c.document_id
         FROM qt, unnest(qt.terms, qt.generates) WITH ORDINALITY AS g(term, generates, i),
@@ -268,10 +301,11 @@ BEGIN
                ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(qt.terms) t) AS r,
                x.document_id
         FROM qt, q, LATERAL (
+            -- in the scope's collections (routed on Citus: pgrag.chunks_by_id)
             SELECT c.id, c.tsv || ''::tsvector AS v, c.document_id
-            FROM pgrag.chunks c
-            WHERE c.id = ANY (ARRAY(SELECT s.id FROM inscope s ORDER BY s.pre DESC, s.id
-                                    LIMIT greatest(rescore_size, pool_size)))
+            FROM pgrag.chunks_by_id(ARRAY(SELECT s.id FROM inscope s ORDER BY s.pre DESC, s.id
+                                          LIMIT greatest(rescore_size, pool_size)),
+                                    collection_ids) c
             OFFSET 0) x
         WHERE q.plain OR x.v @@ q.tsq
     ),
@@ -319,7 +353,8 @@ BEGIN
     pos AS MATERIALIZED (
         SELECT s.id, g.i, w.pos, w.weight = 'A' AS head
         FROM siblings s
-        JOIN pgrag.chunks c ON c.id = s.id
+        JOIN pgrag.chunks_by_id(ARRAY(SELECT id FROM siblings), collection_ids) c
+          ON c.id = s.id
         CROSS JOIN qt
         CROSS JOIN LATERAL unnest(c.tsv) u
         JOIN unnest(qt.lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme

@@ -205,8 +205,11 @@ LANGUAGE sql STABLE AS $$
            r.fused_score, r.total,
            coalesce(fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)), r.lexical_share, r.lexical_norm, r.semantic_norm,
            r.semantic_cosine, r.chunk_lang, r.centred, r.lexical_proximity
-    -- a join, not a correlated subquery: Citus plans it (docs/scale-out.md)
-    FROM ranked r JOIN pgrag.chunks c ON c.id = r.chunk_id
+    -- each hit's document from its chunk, in the scope's collections: routed to their
+    -- shards on Citus (pgrag.chunks_by_id; docs/scale-out.md)
+    FROM ranked r
+    JOIN pgrag.chunks_by_id(ARRAY(SELECT x.chunk_id FROM ranked x), collection_ids, false) c
+      ON c.id = r.chunk_id
     ORDER BY r.pos
     LIMIT match_count OFFSET match_offset
 $$;
