@@ -125,16 +125,9 @@ class CachedQueries(EmbeddingProvider):
 
 # -- loading -------------------------------------------------------------------------------
 
-DOCUMENTS_COPY = (
-    "COPY pgrag.documents (id, collection_id, path, name, file_type, size_bytes, content_hash,"
-    " title, status, progress, ingested_at, metadata) FROM STDIN"
-)
-UNITS_COPY = "COPY pgrag.units (collection_id, document_id, kind, number, title, body) FROM STDIN"
-CHUNKS_COPY = (
-    "COPY pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,"
-    " content_hash, token_count, char_start, char_end, lang) FROM STDIN"
-)
-# every column Citus needs (no trigger fills collection_id, document_id and lang there)
+# documents, units and chunks load with support's COPY statements (as quality.py loads
+# them); the vectors with every column Citus needs (no trigger fills collection_id,
+# document_id and lang there)
 EMBEDDINGS_COPY = (
     "COPY pgrag.embeddings (collection_id, set_id, chunk_id, document_id, lang, embedding)"
     " FROM STDIN (FORMAT BINARY)"
@@ -170,7 +163,7 @@ def load(dsn: str, s: support.BeirSet) -> Loaded:
         for set_id in sets:  # rebuilt below, faster than row by row
             conn.execute(f"DROP INDEX IF EXISTS pgrag.embeddings_hnsw_{set_id}")
         with conn.transaction():
-            with conn.cursor() as cur, cur.copy(DOCUMENTS_COPY) as copy:
+            with conn.cursor() as cur, cur.copy(support.DOCUMENTS_COPY) as copy:
                 for u, d, title, text, k in zip(
                     uuids, s.doc_ids, s.titles, s.texts, split, strict=True
                 ):
@@ -180,12 +173,12 @@ def load(dsn: str, s: support.BeirSet) -> Loaded:
                          hashlib.sha256(body).hexdigest(), title or None, "ready", 100, "now",
                          json.dumps({"beir_id": d}))
                     )  # fmt: skip
-            with conn.cursor() as cur, cur.copy(UNITS_COPY) as copy:
+            with conn.cursor() as cur, cur.copy(support.UNITS_COPY) as copy:
                 for u, text, k in zip(uuids, s.texts, split, strict=True):
                     copy.write_row((cids[k], u, "text", 1, None, text))
             unit_of = dict(conn.execute("SELECT document_id, id FROM pgrag.units").fetchall())
             langs = [detect_language(t) for t in s.texts]  # as ingestion does
-            with conn.cursor() as cur, cur.copy(CHUNKS_COPY) as copy:
+            with conn.cursor() as cur, cur.copy(support.CHUNKS_COPY) as copy:
                 for u, title, text, k, lang in zip(
                     uuids, s.titles, s.texts, split, langs, strict=True
                 ):
