@@ -3,11 +3,11 @@
 SciFact (precomputed passage vectors) is loaded as two collections, `a` (even passages) and
 `b` (odd ones), into a fresh database. Each judged query then runs pgrag.hybrid_search
 twice in the same process: unscoped with a collection filter on `a` (the baseline), and as
-a key scoped to `a` (role pgrag_scoped + pgrag.scope, row-level security, no filter), as the
-server runs it. Prints p50/p95 of both, their ratio and the overlap of the two top-10s
-(a scoped key counts every term's document frequency exactly in its collections; the
-unscoped search takes very common terms' frequencies from ANALYZE, so a few ranks may
-differ).
+a key scoped to `a` (pgrag.enter_scope: role pgrag_scoped and the scope's collection ids,
+row-level security, no filter), as the server runs it. Prints p50/p95 of both, their ratio
+and the overlap of the two top-10s (a scoped key counts every term's document frequency
+exactly in its collections; the unscoped search takes very common terms' frequencies from
+ANALYZE, so a few ranks may differ).
 
     python benchmarks/scoped.py [--max-queries 300] [--dsn DSN] [--out FILE]
 """
@@ -37,7 +37,7 @@ from support import (
 )
 
 SEARCH_SQL = "SELECT chunk_id FROM pgrag.hybrid_search(%s, %s, 10, %s)"
-SCOPE_SQL = "SELECT set_config('role', 'pgrag_scoped', true), set_config('pgrag.scope', 'a', true)"
+SCOPE_SQL = "SELECT pgrag.enter_scope('a')"  # role pgrag_scoped and the scope's ids, as served
 
 
 def main(argv: list[str] | None = None) -> int:

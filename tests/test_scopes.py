@@ -130,3 +130,39 @@ async def test_the_lexical_leg_keeps_the_scope_while_it_runs_as_owner(
     assert any("alpha" in t for t in everything) and any("beta" in t for t in everything)
     assert scoped and all("beta" in t and "alpha" not in t for t in scoped)
     assert len(ids) == 1 and direct == 0 and none == []
+
+
+def _scoped_counts(dsn: str, *enter: str) -> dict[str, int]:
+    """Row counts of every table after `enter` (statements), as the scoped role would."""
+    with psycopg.connect(dsn) as conn:  # one transaction, rolled back
+        for statement in enter:
+            conn.execute(statement.encode())
+        counts = {}
+        for t in TABLES:
+            row = conn.execute(f"SELECT count(*) FROM pgrag.{t}".encode()).fetchone()
+            counts[t] = row[0] if row else -1
+        conn.rollback()
+    return counts
+
+
+async def test_only_enter_scope_opens_a_scope(two_collections: str) -> None:
+    """The policies compare a row's collection with the ids pgrag.enter_scope sets
+    (migration 0019, the same definition as on a Citus cluster): the scoped role with a
+    bare `SET pgrag.scope` (names, the old mechanism) sees nothing at all (fail closed)."""
+    dsn = two_collections
+    bare = _scoped_counts(dsn, "SET LOCAL ROLE pgrag_scoped", "SET LOCAL pgrag.scope = 'alpha'")
+    entered = _scoped_counts(dsn, "SELECT pgrag.enter_scope('alpha')")
+    assert all(v == 0 for v in bare.values()), bare
+    assert entered["collections"] == 1 and entered["documents"] == 2, entered
+    assert all(v > 0 for v in entered.values()), entered
+    with psycopg.connect(dsn) as conn:
+        body = conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE oid = 'pgrag.collection_in_scope'::regproc"
+        ).fetchone()
+        policies = conn.execute(
+            "SELECT tablename, qual FROM pg_policies WHERE schemaname = 'pgrag' ORDER BY 1"
+        ).fetchall()
+    assert body and "pgrag.scope_ids" in body[0] and "pgrag.collections" not in body[0]
+    # every policy, pgrag.collections' too, is the one function of the row's collection
+    assert {t for t, _ in policies} >= set(TABLES) | {"language_sums"}
+    assert all(qual.startswith("pgrag.collection_in_scope(") for _, qual in policies), policies

@@ -1,8 +1,9 @@
-"""Connections that can only see the caller's collections (row-level security, migration
-0011): the request's transaction switches to the role `pgrag_scoped` and sets `pgrag.scope`
-(pgrag.enter_scope; on a Citus cluster the scope reaches the workers, where the shards'
-policies run: cluster_scopes below, docs/scale-out.md). Every request's statements read one
-snapshot (REPEATABLE READ), scoped or not."""
+"""Connections that can only see the caller's collections (row-level security, migrations
+0011 and 0019): the request's transaction enters the scope with `pgrag.enter_scope`, which
+switches to the role `pgrag_scoped` and sets the scope's collection ids that the policies
+compare with (on a Citus cluster they reach the workers, where the shards' policies run:
+cluster_scopes below, docs/scale-out.md). Every request's statements read one snapshot
+(REPEATABLE READ), scoped or not."""
 
 from __future__ import annotations
 
@@ -134,27 +135,16 @@ async def ensure_scoping_possible(pool: AsyncConnectionPool) -> None:
         await check_scoping_possible(conn)
 
 
-# the same rows as the single-server function (a collection whose name is in the scope),
-# from the ids pgrag.enter_scope resolved when the transaction entered the scope
-COLLECTION_IN_SCOPE_SQL = """
-CREATE OR REPLACE FUNCTION pgrag.collection_in_scope(cid bigint) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $pgrag_citus$
-    SELECT cid = ANY (string_to_array(
-        nullif(current_setting('pgrag.scope_ids', true), ''), '|')::bigint[])
-$pgrag_citus$
-"""
 SCOPED_LOGIN_SQL = "SELECT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'pgrag_scoped')"
 
 
 async def cluster_scopes(conn: psycopg.AsyncConnection) -> bool:
     """Collection scopes on a Citus cluster (run by pgrag.db.distributed at every migrate).
-    The shards' policies run on the workers, where a policy function cannot read a table
-    (a distributed query inside a shard query): collection_in_scope compares the row's
-    collection with pgrag.scope_ids. The coordinator connects to the workers as the
-    current role: pgrag_scoped gets LOGIN (Citus alters it on every node; password
-    authentication: docs/scale-out.md). False, with a warning, when this user may not
-    alter the role: scoped keys are then refused at start-up (check_scoping_possible)."""
-    await conn.execute(COLLECTION_IN_SCOPE_SQL.encode())
+    The shards' policies run on the workers, as the role of the coordinator's connection
+    (the policies themselves read only pgrag.scope_ids, migration 0019, which the
+    coordinator passes on): pgrag_scoped gets LOGIN (Citus alters it on every node;
+    password authentication: docs/scale-out.md). False, with a warning, when this user may
+    not alter the role: scoped keys are then refused at start-up (check_scoping_possible)."""
     can_login = await scalar(conn, SCOPED_LOGIN_SQL)
     if can_login is None or can_login:
         return bool(can_login)

@@ -43,15 +43,17 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                        d.created_at, d.submitter, d.author, d.tags, filters)
 $$;
 
--- Enter a collection scope for the rest of the transaction (pgrag.db.scope): the role
--- pgrag_scoped, under which row-level security applies, and the scope itself, as names in
--- pgrag.scope (read by the policy on pgrag.collections) and as collection ids in
--- pgrag.scope_ids (read by the policies of a Citus cluster's shards, which cannot read a
--- table). Both are SET LOCAL statements, which Citus passes to the workers taking part in
--- the transaction when citus.propagate_set_commands is 'local' (set_config() calls are
--- not passed on); on a single server that setting is an unused placeholder. The role is
--- not passed on: Citus connects to the workers as the current role. Call it first in the
--- transaction, outside a savepoint (Citus forgets a released savepoint's SET LOCALs).
+-- Enter a collection scope for the rest of the transaction (pgrag.db.scope), the only way
+-- into one: the role pgrag_scoped, under which row-level security applies, and the scope
+-- as the collection ids in pgrag.scope_ids that every policy compares with (migration
+-- 0019: a policy reads no table, so on a Citus cluster it runs on the shards), and as
+-- names in pgrag.scope (read by no policy: what the caller asked for, for SHOW; a bare SET
+-- pgrag.scope shows nothing). Both are SET LOCAL statements, which Citus passes to the
+-- workers taking part in the transaction when citus.propagate_set_commands is 'local'
+-- (set_config() calls are not passed on); on a single server that setting is an unused
+-- placeholder. The role is not passed on: Citus connects to the workers as the current
+-- role. Call it first in the transaction, outside a savepoint (Citus forgets a released
+-- savepoint's SET LOCALs).
 CREATE OR REPLACE FUNCTION pgrag.enter_scope(scope text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -78,7 +80,7 @@ END
 $$;
 
 -- Collections the caller may read: NULL (all) when row-level security does not apply to
--- it, else the ids RLS lets it see in pgrag.collections (none without pgrag.scope).
+-- it, else the ids RLS lets it see in pgrag.collections (none outside pgrag.enter_scope).
 CREATE OR REPLACE FUNCTION pgrag.readable_collections() RETURNS bigint[]
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN row_security_active('pgrag.chunks'::regclass)
