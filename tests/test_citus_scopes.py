@@ -43,7 +43,9 @@ from pgrag.db.scope import (
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.errors import ConfigError
 from pgrag.ingest.pipeline import Ingestor
+from pgrag.services.status import status_report
 from pgrag.settings import load_settings
+from pgrag.store.compat import ready_documents
 from tests.conftest import pgrag_cmd
 from tests.support.citus import CitusCluster, fresh_database
 from tests.support.kb_server import (
@@ -169,6 +171,53 @@ async def test_a_scope_hides_other_collections_without_any_where(small: str) -> 
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             await conn.execute("DELETE FROM pgrag.documents")
     assert texts and not any("beta" in t or "note" in t for t in texts), texts
+
+
+OLD_COLLECTIONS_POLICY = (  # migration 0011's, by names: what a cluster had before 0019
+    "ALTER POLICY scoped ON pgrag.collections USING"
+    " (name = ANY (string_to_array(nullif(current_setting('pgrag.scope', true), ''), '|')))"
+)
+POLICY_QUALS_SQL = (
+    "SELECT DISTINCT qual FROM pg_policies WHERE schemaname = 'pgrag'"
+    " AND tablename ~ '^collections(_[0-9]+)?$'"
+)
+
+
+async def test_migration_0019_reaches_the_shards_of_a_distributed_database(
+    citus: CitusCluster, small: str
+) -> None:
+    """A cluster distributed before migration 0019 (pgrag.collections' policy by names) gets
+    the policy by ids on every node's copy of the reference table when it migrates, and
+    the scope works as before."""
+    dbname = small.rsplit("/", 1)[-1]
+    try:
+        with psycopg.connect(small, autocommit=True) as conn:
+            conn.execute(OLD_COLLECTIONS_POLICY)
+            conn.execute("DELETE FROM pgrag.schema_migrations WHERE version = 19")
+        for port in citus.ports:
+            with psycopg.connect(citus.dsn(dbname, port)) as conn:
+                quals = [r[0] for r in conn.execute(POLICY_QUALS_SQL).fetchall()]
+            assert quals and all("pgrag.scope'" in q for q in quals), (port, quals)
+    finally:
+        _migrate(small)
+    for port in citus.ports:
+        with psycopg.connect(citus.dsn(dbname, port)) as conn:
+            quals = [r[0] for r in conn.execute(POLICY_QUALS_SQL).fetchall()]
+        assert quals == ["pgrag.collection_in_scope(id)"], (port, quals)
+    alpha = await _counts(small, ["alpha"])
+    assert alpha["collections"] == 1 and alpha["documents"] == 2, alpha
+
+
+async def test_a_documents_chunk_count_names_its_collection(small: str) -> None:
+    """`pgrag status <document>` and the rag toolset's listing count a document's chunks
+    in a subquery, which Citus runs only when it names the collection too (a correlated
+    subquery between distributed tables not joined on the distribution column is refused)."""
+    async with await psycopg.AsyncConnection.connect(small) as conn:
+        one = await status_report(conn, "alpha.md")
+        listed, total = await ready_documents(conn, ["alpha"], 0, 10)
+    assert one["path"] == "alpha.md" and one["chunks"] > 0, one
+    assert total == 2 and sorted(d.name for d in listed) == ["alpha.csv", "alpha.md"]
+    assert all(d.chunk_count > 0 for d in listed), listed
 
 
 def test_the_shards_themselves_enforce_the_scope(citus: CitusCluster, small: str) -> None:
@@ -402,20 +451,61 @@ async def core(cluster_kb: str) -> AsyncIterator[leaks.Deployment]:
             yield leaks.Deployment("core", server, w, clients, rests)
 
 
-CORE_CASES = [p for where, p in leaks.CASES if where == "core"]
+@pytest.fixture(scope="module")
+async def compat(cluster_kb: str) -> AsyncIterator[leaks.Deployment]:
+    """The same knowledge base behind the matrix's `compat` server (rag, ldims, graph,
+    chart, web), graph rows linked to A's and B's documents on the coordinator."""
+    async with leaks.compat_deployment(cluster_kb, "--embedding-model", HASH_MODEL) as dep:
+        yield dep
 
 
-@pytest.mark.parametrize("probe", CORE_CASES, ids=[p.id for p in CORE_CASES])
-async def test_probe_on_the_cluster(probe: leaks.Probe, core: leaks.Deployment) -> None:
-    await leaks.check_probe(core, probe)
+@pytest.fixture(scope="module")
+async def writable(
+    citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[leaks.Deployment]:
+    """The matrix's `writable` server (core, write, graph; PGRAG_READ_ONLY=false) on a
+    distributed database of its own."""
+    url = fresh_database(citus)
+    _migrate(url)
+    async with leaks.writable_deployment(url, tmp_path_factory.mktemp("citus-writable")) as dep:
+        yield dep
 
 
-def test_the_matrix_on_the_cluster_covers_every_search_mode_and_read() -> None:
-    """What runs above: every search mode (with explain), every document read."""
-    modes = {p.args.get("mode") for p in CORE_CASES if p.target == "search"}
+@pytest.fixture
+def deployment(where: str, request: pytest.FixtureRequest) -> leaks.Deployment:
+    """The module's deployment of that name (a sync fixture: async ones cannot be looked
+    up from inside a running test)."""
+    return request.getfixturevalue(where)  # type: ignore[no-any-return]
+
+
+# every case of the matrix, deployment by deployment (the order the single server runs them)
+CASES = [
+    (where, p) for name in leaks.DEPLOYMENT_TOOLSETS for where, p in leaks.CASES if where == name
+]
+
+
+@pytest.mark.parametrize(("where", "probe"), CASES, ids=[f"{w}:{p.id}" for w, p in CASES])
+async def test_probe_on_the_cluster(probe: leaks.Probe, deployment: leaks.Deployment) -> None:
+    await leaks.check_probe(deployment, probe)
+
+
+@pytest.mark.parametrize("where", list(leaks.DEPLOYMENT_TOOLSETS))
+async def test_every_tool_resource_and_route_on_the_cluster_is_probed(
+    where: str, deployment: leaks.Deployment
+) -> None:
+    await leaks.check_coverage(where, deployment)
+
+
+def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> None:
+    """What runs above: every case of every deployment of the single server's matrix,
+    every search mode (with explain), every document read."""
+    assert sorted(CASES, key=repr) == sorted(leaks.CASES, key=repr)
+    assert {where for where, _ in CASES} == set(leaks.DEPLOYMENT_TOOLSETS)
+    core = [p for where, p in CASES if where == "core"]
+    modes = {p.args.get("mode") for p in core if p.target == "search"}
     assert {"keyword", "exact", "regex", "semantic", "hybrid"} <= modes
-    assert any(p.args.get("explain") for p in CORE_CASES if p.target == "search")
+    assert any(p.args.get("explain") for p in core if p.target == "search")
     reads = {name for name, _, _ in leaks.DOCUMENT_READS}
-    assert reads <= {p.target for p in CORE_CASES}
-    rest = {p.target for p in CORE_CASES if p.kind == "rest"}
+    assert reads <= {p.target for p in core}
+    rest = {p.target for p in core if p.kind == "rest"}
     assert {leaks.SEARCH_ROUTE, leaks.DOC_ROUTE, leaks.CONTENT_ROUTE} <= rest

@@ -1076,25 +1076,32 @@ RETURNING id::text
 """
 
 
-@pytest.fixture(scope="module")
-async def compat(kb: KnowledgeBase) -> AsyncIterator[Deployment]:
-    """The knowledge base with the other read-side toolsets, and graph rows linked to A's and
-    B's documents (removed afterwards: the graph is not scoped, other modules share it)."""
-    w = world_of(kb.dsn, KB_ROLES)
-    (b_node,), (a_node,) = sql(kb.dsn, GRAPH_NODES_SQL, {"a": w.a, "b": w.b["doc"]})
-    ((rel,),) = sql(kb.dsn, GRAPH_REL_SQL, (a_node, b_node))
+@contextlib.asynccontextmanager
+async def compat_deployment(dsn: str, *flags: str) -> AsyncIterator[Deployment]:
+    """The knowledge base in `dsn` with the other read-side toolsets, and graph rows linked
+    to A's and B's documents (removed afterwards: the graph is not scoped, other modules
+    share it). Also run on a Citus cluster (tests/test_citus_scopes.py)."""
+    w = world_of(dsn, KB_ROLES)
+    (b_node,), (a_node,) = sql(dsn, GRAPH_NODES_SQL, {"a": w.a, "b": w.b["doc"]})
+    ((rel,),) = sql(dsn, GRAPH_REL_SQL, (a_node, b_node))
     w.graph = {"a": a_node, "b": b_node, "rel": rel}
     w.markers += (b_node,)  # a node linked to a B document is B's
     env = {"PGRAG_TOOLSETS": COMPAT_TOOLSETS}
     try:
         with FakeSearxng() as searxng:
             env["PGRAG_SEARXNG_URL"] = searxng.url
-            with http_server(kb.dsn, "--api-keys", API_KEYS, env=env) as server:
+            with http_server(dsn, *flags, "--api-keys", API_KEYS, env=env) as server:
                 keys = {"full": FULL_KEY, "scoped": SCOPED_KEY}
                 async with connected(server, keys) as (clients, rests):
                     yield Deployment("compat", server, w, clients, rests)
     finally:
-        sql(kb.dsn, "DELETE FROM pgrag.graph_nodes WHERE id = ANY(%s::uuid[])", ([a_node, b_node],))
+        sql(dsn, "DELETE FROM pgrag.graph_nodes WHERE id = ANY(%s::uuid[])", ([a_node, b_node],))
+
+
+@pytest.fixture(scope="module")
+async def compat(kb: KnowledgeBase) -> AsyncIterator[Deployment]:
+    async with compat_deployment(kb.dsn) as dep:
+        yield dep
 
 
 async def _ingest_small(dsn: str, root: Path) -> None:
@@ -1114,6 +1121,49 @@ async def _ok(client: Client, tool_name: str, args: dict[str, Any]) -> dict[str,
     return result.structured_content["data"]  # type: ignore[no-any-return]
 
 
+@contextlib.asynccontextmanager
+async def writable_deployment(dsn: str, tmp: Path) -> AsyncIterator[Deployment]:
+    """`dsn`, a database of its own (hash embeddings), behind a writable server saving to
+    kb, with saved documents and graph rows to aim at. Also run on a Citus cluster
+    (tests/test_citus_scopes.py)."""
+    env = {
+        "PGRAG_TOOLSETS": WRITABLE_TOOLSETS,
+        "PGRAG_READ_ONLY": "false",
+        "PGRAG_COLLECTION": KB_COLLECTION,
+        "PGRAG_HOME": str(tmp / "home"),
+    }
+    await _ingest_small(dsn, tmp / "tree")
+    flags = ("--embedding-model", HASH_MODEL, "--api-keys", WRITABLE_KEYS)
+    with http_server(dsn, *flags, env=env) as server:
+        keys = {"full": FULL_KEY, "scoped": SCOPED_KEY, "writer": WRITER_KEY}
+        async with connected(server, keys) as (clients, rests):
+            full = clients["full"]
+            saved = {}
+            for role in ("saved", "doomed", "writer_doomed"):
+                note = {"topic": f"Northwind {role} notes", "tags": ["northwind"]}
+                data = await _ok(full, "save_document", {**note, "content": CONTRACT_MD})
+                saved[role] = data["path"]
+            w = world_of(dsn, {**WRITABLE_ROLES, **saved})
+            a_node = await _ok(
+                full,
+                "graph_create_node",
+                {"label": "Location", "name": "Lisbon offsite venue", "document_id": w.a},
+            )
+            b_node = await _ok(
+                full,
+                "graph_create_node",
+                {"label": "Organization", "name": "Northwind", "document_id": w.b["doc"]},
+            )
+            rel = await _ok(
+                full,
+                "graph_create_relationship",
+                {"from_id": a_node["id"], "to_id": b_node["id"], "type": "RELATED_TO"},
+            )
+            w.graph = {"a": a_node["id"], "b": b_node["id"], "rel": rel["id"]}
+            w.markers += (b_node["id"],)  # a node linked to a B document is B's
+            yield Deployment("writable", server, w, clients, rests, writable=True)
+
+
 @pytest.fixture(scope="module")
 async def writable(
     server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
@@ -1121,44 +1171,9 @@ async def writable(
     """Its own small database, writable, saving to kb: the writes the matrix tries never
     touch the shared knowledge base."""
     dsn = create_database(server_dsn)
-    tmp = tmp_path_factory.mktemp("scope-leaks")
-    env = {
-        "PGRAG_TOOLSETS": WRITABLE_TOOLSETS,
-        "PGRAG_READ_ONLY": "false",
-        "PGRAG_COLLECTION": KB_COLLECTION,
-        "PGRAG_HOME": str(tmp / "home"),
-    }
     try:
-        await _ingest_small(dsn, tmp / "tree")
-        flags = ("--embedding-model", HASH_MODEL, "--api-keys", WRITABLE_KEYS)
-        with http_server(dsn, *flags, env=env) as server:
-            keys = {"full": FULL_KEY, "scoped": SCOPED_KEY, "writer": WRITER_KEY}
-            async with connected(server, keys) as (clients, rests):
-                full = clients["full"]
-                saved = {}
-                for role in ("saved", "doomed", "writer_doomed"):
-                    note = {"topic": f"Northwind {role} notes", "tags": ["northwind"]}
-                    data = await _ok(full, "save_document", {**note, "content": CONTRACT_MD})
-                    saved[role] = data["path"]
-                w = world_of(dsn, {**WRITABLE_ROLES, **saved})
-                a_node = await _ok(
-                    full,
-                    "graph_create_node",
-                    {"label": "Location", "name": "Lisbon offsite venue", "document_id": w.a},
-                )
-                b_node = await _ok(
-                    full,
-                    "graph_create_node",
-                    {"label": "Organization", "name": "Northwind", "document_id": w.b["doc"]},
-                )
-                rel = await _ok(
-                    full,
-                    "graph_create_relationship",
-                    {"from_id": a_node["id"], "to_id": b_node["id"], "type": "RELATED_TO"},
-                )
-                w.graph = {"a": a_node["id"], "b": b_node["id"], "rel": rel["id"]}
-                w.markers += (b_node["id"],)  # a node linked to a B document is B's
-                yield Deployment("writable", server, w, clients, rests, writable=True)
+        async with writable_deployment(dsn, tmp_path_factory.mktemp("scope-leaks")) as dep:
+            yield dep
     finally:
         drop_database(server_dsn, dsn)
 
@@ -1279,7 +1294,12 @@ async def test_every_tool_resource_and_route_is_in_the_matrix(
 ) -> None:
     """What the server offers is what the matrix probes: a new tool, resource template or
     REST route fails here until it has probes."""
-    dep = deployment
+    await check_coverage(where, deployment)
+
+
+async def check_coverage(where: str, dep: Deployment) -> None:
+    """The tools, resource templates and routes of one deployment are the probed ones (also
+    run on a Citus cluster: tests/test_citus_scopes.py)."""
     client = dep.clients["scoped"]
     listed = {t.name for t in (await client.list_tools()).tools}
     assert listed == _matrix_tools(DEPLOYMENT_TOOLSETS[where]), (

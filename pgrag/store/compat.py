@@ -59,7 +59,8 @@ CHUNKS_SQL = "SELECT id, ordinal, content FROM pgrag.chunks WHERE id = ANY(%s::b
 LIST_SQL = """
 SELECT d.id::text AS document_id, d.name, d.file_type, d.size_bytes,
        coalesce(d.created_at, d.ingested_at) AS created_at,
-       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunk_count
+       (SELECT count(*) FROM pgrag.chunks ch
+        WHERE ch.document_id = d.id AND ch.collection_id = d.collection_id) AS chunk_count
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.status = 'ready'
   AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))

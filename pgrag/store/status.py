@@ -23,7 +23,8 @@ NOT_READY_SQL = (
 ONE_SQL = """
 SELECT d.id AS document_id, d.path, d.name, c.name AS collection, d.status, d.progress,
        d.error_code, d.error_detail, d.updated_at, d.ingested_at,
-       (SELECT count(*) FROM pgrag.chunks ch WHERE ch.document_id = d.id) AS chunks,
+       (SELECT count(*) FROM pgrag.chunks ch
+        WHERE ch.document_id = d.id AND ch.collection_id = d.collection_id) AS chunks,
        d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s
