@@ -7,16 +7,17 @@ workers, hide every other collection, so a query without any WHERE still cannot 
 What makes that work, and what is proven here:
 
 - `PGRAG_DISTRIBUTED=true pgrag migrate` gives pgrag_scoped LOGIN (the coordinator
-  connects to the workers as the current role) and makes the policies' function read the
-  scope's collection ids from a setting instead of a table (a worker cannot run a
-  distributed query inside a shard query);
+  connects to the workers as the current role); the policies' function, the same as on a
+  single server (migration 0019), reads the scope's collection ids from a setting, not a
+  table (a worker cannot run a distributed query inside a shard query);
 - pgrag.enter_scope and pgrag.set_local issue SET LOCAL statements, which Citus passes to
   the workers (`citus.propagate_set_commands = 'local'`): the scope, and the semantic
   leg's hnsw.ef_search, read on the worker side below;
-- the scope-leak matrix's `core` deployment (tests/test_scope_leaks.py: every search mode,
-  explain, document reads by id, path and file name, listings, counts, continuation
-  tokens, resources, REST) runs against a `pgrag serve` on the cluster, every collection
-  hash-embedded;
+- the whole scope-leak matrix (tests/test_scope_leaks.py, its core, compat and writable
+  deployments: every search mode, explain, document reads by id, path and file name,
+  listings, counts, continuation tokens, resources, REST, the compat, graph and write
+  toolsets, uploads and deletes) runs against `pgrag serve` on the cluster, every
+  collection hash-embedded;
 - with password authentication on the workers, the one-time DBA step the docs give (a
   password for pgrag_scoped and a pg_dist_authinfo row) is what makes scoped keys work.
 """
