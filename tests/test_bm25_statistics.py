@@ -51,9 +51,11 @@ def _scores(dsn: str, ids: list[int] | None) -> list[tuple[str, float]]:
 
 
 async def _scoped_scores(dsn: str, scope: list[str]) -> list[tuple[str, float]]:
-    async with open_database(load_settings(), dsn=dsn) as db:
-        async with scoped_connection(db.pool, scope) as conn:
-            rows = await (await conn.execute(SCORES_SQL, (QUERY, None))).fetchall()
+    async with (
+        open_database(load_settings(), dsn=dsn) as db,
+        scoped_connection(db.pool, scope) as conn,
+    ):
+        rows = await (await conn.execute(SCORES_SQL, (QUERY, None))).fetchall()
     return [(p, float(s)) for p, s in rows]
 
 
