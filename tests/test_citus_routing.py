@@ -315,3 +315,43 @@ def test_an_unscoped_search_touches_several_shards(ingested_dsn: str) -> None:
     touched = {g for _, ids in statements for g in ids}
     assert found > 0
     assert set(of.values()) <= touched and len(touched) > 3, touched
+
+
+# the read of a hit's whole document (content_mode full): its units in order
+WHOLE_TEXT = "body, meta FROM pgrag.units_"
+
+
+async def _full_hits(url: str, req: SearchRequest) -> list[tuple[str, str | None]]:
+    async with open_database(load_settings(), dsn=url, max_size=2) as db:
+        page = await SearchService(db.pool, HashEmbedder("hash/384"), log_searches=False).search(
+            req
+        )
+    return [(h.path, h.content) for h in page.data.results]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_scoped_search_with_full_content_reads_documents_on_that_shard(
+    ingested_dsn: str, mode: str
+) -> None:
+    """content_mode full reads each hit's whole text by document id: on the hit's
+    collection's shard, not on all 32 (every statement but BM25's corpus statistics stays
+    on the scope's shard)."""
+    _, of = _shard_groups(ingested_dsn)
+    req = SearchRequest(
+        query="contract signing legal review", mode=mode, limit=3, max_tokens=25000,
+        content_mode="full", filters={"collection": "alpha"},
+    )  # fmt: skip
+    found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
+    assert found > 0
+    reads = [ids for cmd, ids in statements if WHOLE_TEXT in cmd]
+    assert reads, [c[:120] for c, _ in statements]  # the whole text was read remotely
+    assert all(ids == {of["alpha"]} for ids in reads), (of["alpha"], reads)
+    strays = [
+        (cmd[:150], ids)
+        for cmd, ids in statements
+        if ids and not _statistics(cmd) and ids != {of["alpha"]}
+    ]
+    assert not strays, strays
+    hits = asyncio.run(_full_hits(ingested_dsn, req))
+    whole = dict(hits)["a0.md"]  # the long document, whole: its last paragraph too
+    assert whole and "legal review 0 11;" in whole and "Paragraph 0:" in whole, hits
