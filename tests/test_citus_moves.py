@@ -256,6 +256,63 @@ def test_an_isolated_tenant_moved_to_another_worker_searches_and_ingests_there(
     assert on_target == (1,)
 
 
+# ---- a worker drained, then filled again by the rebalancer ------------------------------------
+
+PER_WORKER_SQL = """
+SELECT nodeport, count(*) FROM citus_shards
+WHERE citus_table_type = 'distributed' GROUP BY 1 ORDER BY 1
+"""
+
+
+def test_a_drained_worker_is_filled_again_by_the_rebalancer(
+    citus: CitusCluster, cluster_db: tuple[str, Path]
+) -> None:
+    """With two workers, the operations of adding and removing one: `citus_drain_node`
+    moves every shard off a worker, then that worker, empty like a new one, is filled by
+    `citus_rebalance_start` + `citus_rebalance_wait`; searches in every mode give the same
+    results at each step, and ingestion goes on after."""
+    url, tmp = cluster_db
+    before = asyncio.run(_searches(url))
+    assert all(before), before
+    drained = citus.worker_ports[1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT citus_drain_node('127.0.0.1', %s, shard_transfer_mode => 'block_writes')",
+            (drained,),
+        )
+        after_drain = dict(conn.execute(PER_WORKER_SQL).fetchall())
+    assert drained not in after_drain and after_drain, after_drain
+    assert asyncio.run(_searches(url)) == before
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT citus_set_node_property('127.0.0.1', %s, 'shouldhaveshards', true)",
+            (drained,),
+        )
+        conn.execute("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')")
+        conn.execute("SELECT citus_rebalance_wait()")
+        state = conn.execute(
+            "SELECT state FROM pg_dist_background_job ORDER BY job_id DESC LIMIT 1"
+        ).fetchone()
+        rebalanced = dict(conn.execute(PER_WORKER_SQL).fetchall())
+    assert state == ("finished",), state
+    assert set(rebalanced) == set(citus.worker_ports), rebalanced  # shards on both again
+    assert sum(rebalanced.values()) == sum(after_drain.values())
+    assert asyncio.run(_searches(url)) == before
+
+    (tmp / "beta" / "late.md").write_text("# Late\n\nA heron leave request, filed late.\n")
+
+    async def ingest_and_find() -> list[str]:
+        async with open_database(load_settings(), dsn=url, max_size=2) as db:
+            summary = await Ingestor(db.pool, PROVIDER, collection="beta").run([tmp / "beta"])
+            assert not summary.failures and summary.changed, summary
+            page = await SearchService(db.pool, PROVIDER, log_searches=False).search(
+                SearchRequest(query="heron", mode="hybrid", filters={"collection": "beta"})
+            )
+        return [h.path for h in page.data.results]
+
+    assert asyncio.run(ingest_and_find())[:1] == ["late.md"]
+
+
 # ---- a logical export back to one server ------------------------------------------------------
 
 # pgrag's own bookkeeping, written by `pgrag migrate` on the target
