@@ -345,12 +345,22 @@ def export_to_single_server(citus: CitusCluster, source: str, target: str) -> No
          target],
         input=dump.stdout, check=True, env=env, capture_output=True,
     )  # fmt: skip
-    # 4. the HNSW index of each embedding set, and statistics
+    # 4. graph links left dangling by an older pgrag on the cluster (the load checked no
+    # foreign key), the HNSW index of each embedding set, statistics
     subprocess.run(
-        [_tool(citus, "psql"), "-v", "ON_ERROR_STOP=1", "-d", target, "-c",
-         "SELECT pgrag.ensure_embedding_index(id) FROM pgrag.embedding_sets", "-c", "ANALYZE"],
+        [_tool(citus, "psql"), "-v", "ON_ERROR_STOP=1", "-d", target, "-c", UNDANGLE_SQL,
+         "-c", "SELECT pgrag.ensure_embedding_index(id) FROM pgrag.embedding_sets",
+         "-c", "ANALYZE"],
         check=True, env=env, capture_output=True,
     )  # fmt: skip
+
+
+UNDANGLE_SQL = """
+UPDATE pgrag.graph_nodes n SET document_id = NULL WHERE document_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM pgrag.documents d WHERE d.id = n.document_id);
+UPDATE pgrag.graph_nodes n SET chunk_id = NULL WHERE chunk_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM pgrag.chunks c WHERE c.id = n.chunk_id);
+"""
 
 
 TABLES = [
@@ -413,6 +423,11 @@ def test_a_logical_export_through_the_coordinator_restores_into_one_server(
             await SearchService(db.pool, PROVIDER).search(SearchRequest(query="leave"))  # logged
 
     asyncio.run(graph())
+    with psycopg.connect(url) as conn:  # a link an older pgrag left dangling on the cluster
+        conn.execute(
+            "INSERT INTO pgrag.graph_nodes (label, name, document_id)"
+            " VALUES ('Topic', 'Orphan', gen_random_uuid())"
+        )
     export_to_single_server(citus, url, single_target)
 
     with psycopg.connect(url) as conn:
@@ -422,12 +437,9 @@ def test_a_logical_export_through_the_coordinator_restores_into_one_server(
         ).fetchall()
     with psycopg.connect(single_target) as conn:
         assert _counts(conn) == rows
-        assert (
-            conn.execute(
-                "SELECT name, document_id, chunk_id FROM pgrag.graph_nodes ORDER BY name"
-            ).fetchall()
-            == links
-        )
+        assert conn.execute(
+            "SELECT name, document_id, chunk_id FROM pgrag.graph_nodes ORDER BY name"
+        ).fetchall() == [(n, None if n == "Orphan" else d, c) for n, d, c in links]
         assert conn.execute(  # the target is a plain single server with pgrag's own schema
             "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"
         ).fetchone() == (0,)
