@@ -637,3 +637,97 @@ def test_chunk_count_estimate_is_exact_without_reading_the_chunks(
         reader.execute("SET lock_timeout = '3s'")
         assert reader.execute("SELECT pgrag.chunk_count_estimate()").fetchone() == (n,)
         locker.rollback()
+
+
+# ---- 9. the graph's links to deleted documents and replaced chunks ---------------------------
+
+GRAPH_FILES = {
+    "kept.md": "# Kept\n\nThe kept handbook explains supplier onboarding.\n",
+    "gone.md": "# Gone\n\nA page about archive boxes that leaves the folder.\n",
+    "rest.md": "# Rest\n\nA page about parking permits deleted through the REST API.\n",
+    "dir/watched.md": "# Watched\n\nA page about desk booking in a folder watch mode drops.\n",
+}
+# a saved document's path carries its id: the same on both sides once cut
+_CUT_ID = r"-[0-9a-f]{6,}[.]md$"
+
+
+async def _graph_links_after_deletes(dsn: str, root: Path) -> list[tuple[Any, ...]]:
+    """Nodes linked to every kind of document and chunk, then every delete path and a new
+    version; each node's links after (the document's path, the chunk's document's path),
+    and links pointing at nothing."""
+    _write_folder(root, GRAPH_FILES)
+    settings = load_settings(database_url=dsn, embedding_model="hash/384", collection="graphs")
+    async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+        ingestor = Ingestor(db.pool, PROVIDER, collection="graphs")
+        assert not (await ingestor.run([root])).failures
+        saved = SavedDocuments(db.pool, PROVIDER, settings, None)
+        note = await saved.create(NewDocument(content="# Note\n\nA note on desks.", topic="Note"))
+        async with db.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO pgrag.graph_nodes (label, name, document_id, chunk_id)"
+                " SELECT 'Topic', 'doc ' || regexp_replace(d.path, %(cut)s, '.md'), d.id, NULL"
+                " FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id"
+                " WHERE c.name = 'graphs'"
+                " UNION ALL"
+                " SELECT 'Topic', 'chunk ' || regexp_replace(d.path, %(cut)s, '.md'), NULL, ch.id"
+                " FROM pgrag.chunks ch JOIN pgrag.documents d ON d.collection_id = ch.collection_id"
+                "  AND d.id = ch.document_id JOIN pgrag.collections c ON c.id = d.collection_id"
+                " WHERE c.name = 'graphs' AND ch.ordinal = 1",
+                {"cut": _CUT_ID},
+            )
+        # a new version of kept.md (its chunks replaced), gone.md gone from the folder
+        (root / "kept.md").write_text(GRAPH_FILES["kept.md"] + "\nNew: tax forms too.\n")
+        (root / "gone.md").unlink()
+        summary = await ingestor.run([root])
+        assert not summary.failures and summary.count(Outcome.REMOVED) == 1, summary
+        await docs.delete_document(db.pool, None, "rest.md")  # REST DELETE /documents/{id}
+        assert await ingestor.remove(root, ["dir"]) == ["dir/watched.md"]  # watch mode
+        assert (await saved.delete(note.document_id)).deleted  # the write toolset
+        async with db.pool.connection() as conn:
+            nodes = await (
+                await conn.execute(
+                    "SELECT name, document_id, chunk_id FROM pgrag.graph_nodes"
+                    " WHERE name ~ '^(doc|chunk) ' ORDER BY name"
+                )
+            ).fetchall()
+            paths = dict(
+                await (await conn.execute("SELECT id, path FROM pgrag.documents")).fetchall()
+            )
+            chunk_docs = dict(
+                await (await conn.execute("SELECT id, document_id FROM pgrag.chunks")).fetchall()
+            )
+    out = []
+    for name, doc, chunk in nodes:
+        out.append(
+            (
+                name,
+                None if doc is None else paths.get(doc, "dangling"),
+                None if chunk is None else paths.get(chunk_docs.get(chunk), "dangling"),
+            )
+        )
+    return out
+
+
+def test_deletes_and_new_versions_unlink_the_graph_as_on_a_single_server(
+    pair: tuple[str, str, Path],
+) -> None:
+    """Single server: the foreign keys set the graph's links NULL when a document or chunk
+    goes. Citus has no such key from the local graph into the shards: every delete path and
+    a new version unlink the nodes in their own transaction, with the same outcome."""
+    got = {
+        side: asyncio.run(_graph_links_after_deletes(dsn, root / "graphs-folder"))
+        for side, dsn, root in _both(pair)
+    }
+    assert got["c"] == got["s"]
+    assert got["c"] == [
+        ("chunk dir/watched.md", None, None),
+        ("chunk gone.md", None, None),
+        ("chunk kept.md", None, None),  # the new version replaced the chunk
+        ("chunk rest.md", None, None),
+        ("chunk saved/note.md", None, None),
+        ("doc dir/watched.md", None, None),
+        ("doc gone.md", None, None),
+        ("doc kept.md", "kept.md", None),  # the document itself stays
+        ("doc rest.md", None, None),
+        ("doc saved/note.md", None, None),
+    ]

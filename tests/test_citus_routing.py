@@ -172,17 +172,9 @@ def test_a_large_tenant_is_isolated_to_its_own_shards(distributed_dsn: str) -> N
 # -- a collection-scoped search through the service, statement by statement ---------------
 
 SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
-# BM25's corpus statistics are over every collection the caller can read (the scores of a
-# scoped search do not depend on its scope): the postings pass (document frequencies) and
-# the chunk count (pgrag.chunk_count_estimate) alone fan out
-CORPUS_STATISTICS = (
-    "AS i, worker_column_2 AS id, worker_column_3 AS collection_id",
-    'SELECT sum(ls.n) AS "coalesce" FROM (pgrag.language_sums',
-)
-
-
-def _statistics(cmd: str) -> bool:
-    return any(s in cmd for s in CORPUS_STATISTICS)
+# BM25's corpus statistics: the postings pass (document frequencies) and the chunk count
+# (pgrag.term_postings, pgrag.chunk_count_estimate)
+CORPUS_STATISTICS = ("g(term, i), LATERAL", "(COALESCE(sum(ls.n)")
 
 
 ROUTING_FOLDERS = {
@@ -296,9 +288,9 @@ async def _remote_statements(
 def test_a_collection_scoped_search_runs_on_that_collections_shard(
     ingested_dsn: str, mode: str
 ) -> None:
-    """Every statement of a search scoped to one collection (ranking, hit fetch with
-    documents, units and context) goes to that collection's shard; only BM25's corpus
-    statistics (document frequencies, chunk count) over every readable collection fan out."""
+    """Every statement of a search scoped to one collection (BM25's statistics of that
+    collection, ranking, hit fetch with documents, units and context) goes to that
+    collection's shard."""
     _, of = _shard_groups(ingested_dsn)
     assert len(set(of.values())) == 3, of  # the three collections on three shards
     req = SearchRequest(
@@ -307,13 +299,13 @@ def test_a_collection_scoped_search_runs_on_that_collections_shard(
     )  # fmt: skip
     found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
     assert found > 0
-    routed = [(cmd, ids) for cmd, ids in statements if ids and not _statistics(cmd)]
-    fanned = [cmd for cmd, ids in statements if ids and _statistics(cmd)]
+    routed = [(cmd, ids) for cmd, ids in statements if ids]
     assert routed, statements
     strays = [(cmd[:150], ids) for cmd, ids in routed if ids != {of["alpha"]}]
     assert not strays, f"shard of alpha: {of['alpha']}; elsewhere: {strays}"
-    # one postings statement and one chunk count per shard
-    assert len(fanned) == (0 if mode == "semantic" else 2 * 32), [c[:120] for c in fanned]
+    statistics = [cmd for cmd, _ in routed if any(s in cmd for s in CORPUS_STATISTICS)]
+    # the postings pass and the chunk count, each once, on alpha's shard
+    assert len(statistics) == (0 if mode == "semantic" else 2), [c[:120] for c in statistics]
 
 
 def test_an_unscoped_search_touches_several_shards(ingested_dsn: str) -> None:
@@ -323,3 +315,38 @@ def test_an_unscoped_search_touches_several_shards(ingested_dsn: str) -> None:
     touched = {g for _, ids in statements for g in ids}
     assert found > 0
     assert set(of.values()) <= touched and len(touched) > 3, touched
+
+
+# the read of a hit's whole document (content_mode full): its units in order
+WHOLE_TEXT = "body, meta FROM pgrag.units_"
+
+
+async def _full_hits(url: str, req: SearchRequest) -> list[tuple[str, str | None]]:
+    async with open_database(load_settings(), dsn=url, max_size=2) as db:
+        page = await SearchService(db.pool, HashEmbedder("hash/384"), log_searches=False).search(
+            req
+        )
+    return [(h.path, h.content) for h in page.data.results]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_a_scoped_search_with_full_content_reads_documents_on_that_shard(
+    ingested_dsn: str, mode: str
+) -> None:
+    """content_mode full reads each hit's whole text by document id: on the hit's
+    collection's shard, not on all 32 (as every other statement of the search)."""
+    _, of = _shard_groups(ingested_dsn)
+    req = SearchRequest(
+        query="contract signing legal review", mode=mode, limit=3, max_tokens=25000,
+        content_mode="full", filters={"collection": "alpha"},
+    )  # fmt: skip
+    found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
+    assert found > 0
+    reads = [ids for cmd, ids in statements if WHOLE_TEXT in cmd]
+    assert reads, [c[:120] for c, _ in statements]  # the whole text was read remotely
+    assert all(ids == {of["alpha"]} for ids in reads), (of["alpha"], reads)
+    strays = [(cmd[:150], ids) for cmd, ids in statements if ids and ids != {of["alpha"]}]
+    assert not strays, strays
+    hits = asyncio.run(_full_hits(ingested_dsn, req))
+    whole = dict(hits)["a0.md"]  # the long document, whole: its last paragraph too
+    assert whole and "legal review 0 11;" in whole and "Paragraph 0:" in whole, hits

@@ -11,7 +11,8 @@ single server keeps and Citus cannot is handled here, on the coordinator, at dis
 time (the distributed-only variant, kept to this list):
 - the id-only unique keys `documents_id_key` and `chunks_id_key` become plain indexes, and
   the graph's links to documents and chunks (which reference them) are dropped: the graph
-  stays a local table on the coordinator, and a link to a deleted document dangles;
+  stays a local table on the coordinator, and the writer sets a link to a deleted document
+  or chunk NULL (pgrag.unlink_graph, a no-op while the keys exist);
 - the triggers on pgrag.embeddings are dropped: the writer (pgrag.store.documents,
   reindex) writes the chunk's language, document and collection and calls
   pgrag.write_language_sums, which the triggers made a no-op on a single server;

@@ -257,8 +257,14 @@ class SearchService:
         keywords = extract_keywords(req.query) if mode != "regex" else []
         full_texts: dict[str, tuple[str, bool]] = {}
         if content_mode == "full":
-            for doc_id in {details[r.chunk_id].document_id for r in rows if r.chunk_id in details}:
-                text = await extracted_text(conn, doc_id)
+            # each document read on its collection's shard (Citus), not on every shard
+            docs = {
+                details[r.chunk_id].document_id: details[r.chunk_id].collection_id
+                for r in rows
+                if r.chunk_id in details
+            }
+            for doc_id, collection_id in docs.items():
+                text = await extracted_text(conn, doc_id, collection_id)
                 full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
         hits = []
         for r in rows:

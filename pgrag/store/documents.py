@@ -142,6 +142,9 @@ DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE collection_id = %s AND documen
 DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE collection_id = %s AND document_id = %s"
 # the per-language vector sums (sql/functions/30_semantic.sql; a no-op where triggers keep them)
 LANGUAGE_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, %s, %s)"
+# the graph's links to the replaced chunks set NULL, as the foreign key does on a single
+# server (sql/functions/60_graph.sql; a no-op where the key exists)
+UNLINK_CHUNKS_SQL = "SELECT pgrag.unlink_graph(%s, ARRAY[%s::uuid], false)"
 
 INSERT_UNITS_SQL = """
 INSERT INTO pgrag.units (collection_id, document_id, kind, number, title, body, meta)
@@ -342,6 +345,7 @@ async def write_version(
         if active != set_id:
             raise EmbeddingSetChanged(active)
         await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, -1))
+        await conn.execute(UNLINK_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
         unit_ids = await _write_units(conn, collection_id, document_id, units)

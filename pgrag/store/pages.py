@@ -13,6 +13,10 @@ WHERE document_id = %(doc)s::uuid AND (%(kind)s::text IS NULL OR kind = %(kind)s
   AND (%(numbers)s::int[] IS NULL OR number = ANY(%(numbers)s::int[]))
 ORDER BY kind, number
 """
+# the same, naming the document's collection: on Citus routed to the collection's shard
+UNITS_IN_SQL = UNITS_SQL.replace(
+    "WHERE document_id", "WHERE collection_id = %(collection_id)s AND document_id"
+)
 
 UNIT_COUNT_SQL = "SELECT kind, count(*) FROM pgrag.units WHERE document_id = %s::uuid GROUP BY kind"
 
@@ -28,17 +32,23 @@ async def units(
     doc_id: str,
     kind: str | None = None,
     numbers: list[int] | None = None,
+    collection_id: int | None = None,
 ) -> list[UnitRow]:
-    """The document's units ordered by kind and number, optionally of one kind and numbers."""
+    """The document's units ordered by kind and number, optionally of one kind and numbers;
+    `collection_id` (the document's) sends the read to one shard on Citus, not every one."""
+    params = {"doc": doc_id, "kind": kind, "numbers": numbers, "collection_id": collection_id}
     async with conn.cursor(row_factory=class_row(UnitRow)) as cur:
-        await cur.execute(UNITS_SQL, {"doc": doc_id, "kind": kind, "numbers": numbers})
+        await cur.execute(UNITS_SQL if collection_id is None else UNITS_IN_SQL, params)
         return await cur.fetchall()
 
 
-async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
+async def extracted_text(
+    conn: psycopg.AsyncConnection, doc_id: str, collection_id: int | None = None
+) -> str:
     """The whole extracted text: unit bodies in order (what resources, REST and full-content
-    search hits return)."""
-    return "\n\n".join(u.body for u in await units(conn, doc_id) if u.body)
+    search hits return); `collection_id` as in `units`."""
+    units_ = await units(conn, doc_id, collection_id=collection_id)
+    return "\n\n".join(u.body for u in units_ if u.body)
 
 
 async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, int]:

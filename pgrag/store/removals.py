@@ -3,7 +3,9 @@ removed in watch mode, a REST or write-toolset delete.
 
 Each delete locks its documents as a new version does, takes their vectors out of the
 per-language sums (pgrag.write_language_sums: on Citus no trigger on pgrag.embeddings does
-it; a no-op where the triggers exist), deletes them with their units, chunks and
+it; a no-op where the triggers exist), unlinks the graph nodes pointing at them or their
+chunks (pgrag.unlink_graph: on Citus no foreign key sets the links NULL; a no-op where the
+keys exist), deletes them with their units, chunks and
 embeddings (ON DELETE CASCADE) and announces the change, in one transaction. Every
 statement names the collection: on Citus, the one shard it runs on.
 """
@@ -33,6 +35,7 @@ SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = ANY(%s::uuid[])
 """
 COLLECTION_OF_SQL = "SELECT collection_id FROM pgrag.documents WHERE id = %s::uuid"
 FORGET_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, d, -1) FROM unnest(%s::uuid[]) d"
+UNLINK_GRAPH_SQL = "SELECT pgrag.unlink_graph(%s, %s::uuid[], true)"
 DELETE_SQL = """
 DELETE FROM pgrag.documents WHERE collection_id = %s AND id = ANY(%s::uuid[]) RETURNING path
 """
@@ -47,6 +50,7 @@ async def _delete_locked(
         if not ids:
             return []
         await conn.execute(FORGET_SUMS_SQL, (collection_id, ids))
+        await conn.execute(UNLINK_GRAPH_SQL, (collection_id, ids))
         rows = await (await conn.execute(DELETE_SQL, (collection_id, ids))).fetchall()
         await announce(conn, "DELETE")
     return [r[0] for r in rows]

@@ -57,6 +57,7 @@ class ChunkDetail:
     window: str | None  # None when the chunk has no unit
     body_len: int | None
     lang: str | None
+    collection_id: int  # the shard a read of the whole document goes to on Citus
 
 
 # ---- pages, sheets, slides ----------------------------------------------------------------

@@ -6,11 +6,15 @@
 --   tf       term frequency, recovered from ts_rank(tsv, t) with unit weights, which is
 --            sum(1/i^2, i = 1..tf) / (pi^2/6) for one term, inverted as 1/((pi^2/6)(1-r)) - 0.5
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
---   N, df    N from pg_class (scaled to the current table size like the planner does; on
---            Citus from the maintained per-language sums: pgrag.chunk_count_estimate);
---            df counted exactly for the terms that generate candidates, and taken from
---            ANALYZE's lexeme frequencies (pg_stats.most_common_elems of pgrag.chunks.tsv)
---            for very common terms
+--   N, df    over the collections searched: those the search names, else every collection
+--            the caller can read (pgrag.chunk_count_estimate). Over every collection, N comes
+--            from pg_class (scaled to the current table size like the planner does; on Citus
+--            from the maintained per-language sums), df is counted exactly for the terms that
+--            generate candidates and taken from ANALYZE's lexeme frequencies
+--            (pg_stats.most_common_elems of pgrag.chunks.tsv) for very common terms. Over some
+--            collections, N is their chunks in the per-language sums and every df is counted
+--            in them: a search of one collection ranks as if it were alone in the database,
+--            and on Citus reads that collection's shard only.
 -- k1 = 0.9, b = 0.4 (bm25s' defaults; SciFact keyword nDCG@10 0.68 vs ts_rank_cd's 0.38).
 --
 -- proximity: which of a document's chunks holds the query's words closest together, for
@@ -43,7 +47,7 @@
 -- see, read under the caller's own RLS by pgrag.readable_collections() in the invoker
 -- wrapper pgrag.lexical_candidates (NULL when RLS does not apply to the caller: every
 -- collection). A call under SET ROLE never runs unrestricted even if `readable` is NULL, and
--- a scoped caller's document frequencies are counted over its own collections only.
+-- a scoped caller's statistics (N, df) are those of its own collections only.
 --
 -- Query text: pgrag.lexical_text() at query time as at index time (NFKC, lower case, CJK
 -- runs as overlapping bigrams). A hyphenated word in a plain query ("IL-1") is OR-ed like
@@ -93,25 +97,34 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     WHERE m[1] = ''
 $$;
 
--- Chunks in the table now: pg_class.reltuples scaled to the current number of pages, as the
--- planner estimates it; a count before the first ANALYZE. On Citus the coordinator's table
--- is an empty shell (no statistics: that was a count over every shard per search), so
--- there it is the number of vectors of the active embedding sets, which the writer keeps in
--- pgrag.language_sums (one per chunk; a few rows per shard to add, and exact).
-CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate() RETURNS float8
+-- Chunks in the collections searched (NULL: every collection), BM25's N. Of some
+-- collections: their vectors of the active embedding sets, which the writers keep in
+-- pgrag.language_sums (one per chunk, exact; a few rows per collection), with the ids as
+-- literals so that on Citus only their shards are read. Of every collection:
+-- pg_class.reltuples scaled to the current number of pages, as the planner estimates it (a
+-- count before the first ANALYZE); on Citus, where the coordinator's table is an empty shell
+-- without statistics, the sums of every collection.
+CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate(collection_ids bigint[] DEFAULT NULL)
+RETURNS float8
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     distributed boolean := false;
+    n float8;
 BEGIN
-    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN  -- Citus is installed
+    IF collection_ids IS NULL AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         EXECUTE 'SELECT count(*) > 0 FROM pg_catalog.pg_dist_partition'
                 ' WHERE logicalrelid = ''pgrag.chunks''::regclass' INTO STRICT distributed;
-        IF distributed THEN
-            RETURN (SELECT coalesce(sum(ls.n), 0)::float8
-                    FROM pgrag.language_sums ls
-                    JOIN pgrag.collections c ON c.id = ls.collection_id
-                                            AND c.active_set_id = ls.set_id);
-        END IF;
+    END IF;
+    IF collection_ids IS NOT NULL OR distributed THEN
+        EXECUTE format(
+            'SELECT coalesce(sum(ls.n), 0)::float8 FROM pgrag.language_sums ls'
+            ' JOIN pgrag.collections c ON c.id = ls.collection_id AND c.active_set_id = ls.set_id'
+            ' %s',
+            CASE WHEN collection_ids IS NOT NULL
+                 THEN format('WHERE ls.collection_id = ANY (%L::bigint[])', collection_ids)
+                 ELSE '' END)
+        INTO STRICT n;
+        RETURN n;
     END IF;
     RETURN (SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
                         THEN c.reltuples / c.relpages
@@ -119,6 +132,29 @@ BEGIN
                                         / current_setting('block_size')::int, 1)
                         ELSE (SELECT count(*) FROM pgrag.chunks)::float8 END
             FROM pg_class c WHERE c.oid = 'pgrag.chunks'::regclass);
+END
+$$;
+
+-- The chunks holding each term (terms[k] is term number ordinals[k]) in the collections
+-- searched (NULL: every collection): BM25's postings pass. The collection ids are literals
+-- so that on Citus the statement is routed to those collections' shards (see
+-- pgrag.chunks_by_id). Invoker's rights.
+CREATE OR REPLACE FUNCTION pgrag.term_postings(
+    terms tsquery[], ordinals bigint[], collection_ids bigint[]
+) RETURNS TABLE (i bigint, id bigint, collection_id bigint, document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+BEGIN
+    IF coalesce(cardinality(terms), 0) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT g.i, c.id, c.collection_id, c.document_id'
+        ' FROM unnest(%L::tsquery[], %L::bigint[]) AS g(term, i),'
+        '      LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
+        '               WHERE c.tsv @@ g.term %s) c',
+        terms, ordinals,
+        CASE WHEN collection_ids IS NOT NULL
+             THEN format('AND c.collection_id = ANY (%L::bigint[])', collection_ids) ELSE '' END);
 END
 $$;
 
@@ -211,10 +247,15 @@ AS $$
 #variable_conflict use_column
 DECLARE
     win int := 0;  -- positions per proximity window (0: none)
+    searched bigint[];  -- the collections whose statistics count (NULL: every collection)
 BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
     END IF;
+    searched := CASE WHEN collection_ids IS NULL THEN readable
+                     WHEN readable IS NULL THEN collection_ids
+                     ELSE ARRAY(SELECT unnest(collection_ids)
+                                INTERSECT SELECT unnest(readable)) END;
     proximity_width := coalesce(proximity_width,
                                 (SELECT d.proximity_width FROM pgrag.fusion_defaults() d));
     IF proximity_width > 0 THEN
@@ -229,11 +270,11 @@ BEGIN
                regexp_replace(t.tsq::text, '''([^'']|'''')*''', '', 'g') !~ '[&!<]' AS plain
         FROM (SELECT pgrag.lexical_query(query_text) AS tsq) t
     ),
-    n AS (SELECT pgrag.chunk_count_estimate() AS n),
+    n AS (SELECT pgrag.chunk_count_estimate(searched) AS n),
     qterms AS MATERIALIZED (SELECT t.* FROM q CROSS JOIN LATERAL pgrag.query_terms(q.tsq) t),
     -- ANALYZE's sample frequency of the query terms it tracks (the ~1000 commonest lexemes,
-    -- table-wide: so only for unrestricted callers; a scoped one counts every term exactly
-    -- in its own collections)
+    -- table-wide: so only for a search of every collection; one of some collections counts
+    -- every term exactly in them)
     st AS MATERIALIZED (
         SELECT f.lexeme, f.freq
         FROM pg_stats s,
@@ -242,7 +283,7 @@ BEGIN
         WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
           AND NOT s.inherited
           AND f.lexeme IN (SELECT lexeme FROM qterms)
-          AND readable IS NULL
+          AND searched IS NULL
     ),
     ordered AS (
         SELECT t.term, t.lexeme, st.freq * n.n AS est_df,  -- NULL: rarer than any tracked lexeme
@@ -258,20 +299,21 @@ BEGIN
                          ORDER BY o.i) AS generates
         FROM ordered o
     ),
-    -- pass 1: postings of the generating terms in every readable collection (df over them:
-    -- a scoped search's scores do not depend on its scope, so on Citus this statement
-    -- reads every readable collection's shard; the by-id reads below are routed)
+    -- pass 1: postings of the generating terms in the collections searched (their df; on
+    -- Citus only their shards)
     hits AS MATERIALIZED (
-        SELECT g.i, c.id, c.collection_id, c.document_id
-        FROM qt, unnest(qt.terms, qt.generates) WITH ORDINALITY AS g(term, generates, i),
-             LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c
-                      WHERE c.tsv @@ g.term
-                        AND (readable IS NULL OR c.collection_id = ANY (readable))) c
-        WHERE g.generates
+        SELECT p.i, p.id, p.collection_id, p.document_id
+        FROM qt, pgrag.term_postings(
+                ARRAY(SELECT g.term FROM unnest(qt.terms, qt.generates) WITH ORDINALITY
+                                         AS g(term, generates, i) WHERE g.generates ORDER BY g.i),
+                ARRAY(SELECT g.i FROM unnest(qt.generates) WITH ORDINALITY AS g(generates, i)
+                      WHERE g.generates ORDER BY g.i),
+                searched) p
     ),
     df AS (SELECT h.i, count(*)::float8 AS df FROM hits h GROUP BY h.i),
     idf AS MATERIALIZED (
-        SELECT g.i, ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+        -- (N at least df: a count the sums have not caught up with never makes idf < 0)
+        SELECT g.i, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
         FROM n CROSS JOIN qt
         CROSS JOIN unnest(qt.generates, qt.est_df) WITH ORDINALITY AS g(generates, est_df, i)
         LEFT JOIN df ON df.i = g.i

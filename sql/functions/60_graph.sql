@@ -178,3 +178,34 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
     ORDER BY 2 DESC, m.id
     LIMIT greatest(lim, 0)
 $$;
+
+-- Unlink the graph from documents about to be deleted (p_documents) or from their chunks
+-- only (a new version replaces them): what the foreign keys `graph_nodes.document_id` and
+-- `chunk_id` ... ON DELETE SET NULL (migration 0009) do on a single server. On Citus the
+-- graph stays a local table on the coordinator and those keys are dropped at distribution,
+-- so the writer calls this before its DELETE, in the same transaction; with the keys in
+-- place it does nothing. The chunk ids are read first (one routed query on the
+-- collection's shard), then the local graph is updated: no local/distributed join.
+CREATE OR REPLACE FUNCTION pgrag.unlink_graph(
+    p_collection_id bigint, p_document_ids uuid[], p_documents boolean
+) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    chunk_ids bigint[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'pgrag.graph_nodes'::regclass
+               AND conname = 'graph_nodes_chunk_id_fkey') THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pgrag.graph_nodes
+                   WHERE document_id = ANY (p_document_ids) OR chunk_id IS NOT NULL) THEN
+        RETURN;  -- no link to these documents or to any chunk: skip the shard query
+    END IF;
+    SELECT array_agg(c.id) INTO chunk_ids FROM pgrag.chunks c
+    WHERE c.collection_id = p_collection_id AND c.document_id = ANY (p_document_ids);
+    UPDATE pgrag.graph_nodes SET chunk_id = NULL WHERE chunk_id = ANY (chunk_ids);
+    IF p_documents THEN
+        UPDATE pgrag.graph_nodes SET document_id = NULL WHERE document_id = ANY (p_document_ids);
+    END IF;
+END
+$$;
