@@ -245,9 +245,13 @@ def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, st
         assert [(r.path, r.outcome) for r in summary.failures] == [
             ("contracts/review.md", Outcome.PENDING)
         ]
-        # the new version's vectors do not fit the set: refused inside its transaction
-        with pytest.raises(psycopg.Error, match="expected 384 dimensions, not 383"):
-            asyncio.run(_ingest(dsn, root / "legal", "legal", WrongDimensionsEmbedder()))
+        # the new version's vectors do not fit the set: refused inside its transaction,
+        # the document marked failed with why, and the run goes on
+        summary = asyncio.run(_ingest(dsn, root / "legal", "legal", WrongDimensionsEmbedder()))
+        assert [(r.path, r.outcome, r.error_code) for r in summary.failures] == [
+            ("contracts/review.md", Outcome.FAILED, "DB_ERROR")
+        ]
+        assert "expected 384 dimensions, not 383" in (summary.failures[0].error or "")
         # a parser error: a PDF that is not one
         (root / "hr" / "leave.md").unlink()
         (root / "hr" / "leave.pdf").write_bytes(b"%PDF-1.7 this is no pdf")
@@ -263,7 +267,7 @@ def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, st
     assert {r[1] for r in after["chunks"] if r[0] == "hr"} == {"expenses.md", "old/handbook.md"}
     assert after["language_sums"] == _recounted_sums(pair[0])
     statuses = {(r[0], r[1]): r[2] for r in after["documents"]}
-    assert statuses[("legal", "contracts/review.md")] == "processing"  # the last failure's
+    assert statuses[("legal", "contracts/review.md")] == "failed"  # the last failure's
     assert statuses[("hr", "leave.pdf")] == "failed"
     # restore the review procedure for the later tests (same text on both sides)
     for _, dsn, root in _both(pair):

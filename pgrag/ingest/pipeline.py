@@ -325,6 +325,11 @@ class Ingestor:
                     "written; ingest again with the collection's current model"
                 )
                 return await failed.mark(Outcome.PENDING, str(ErrorCode.INVALID_ARGUMENT), message)
+            except (psycopg.DataError, psycopg.IntegrityError, psycopg.InternalError) as exc:
+                # refused inside the version's transaction (e.g. vectors of another size than
+                # the set's): rolled back, the previous version stays; the run goes on
+                message = f"the database refused this version, the previous one is kept: {exc}"
+                return await failed.mark(Outcome.FAILED, str(ErrorCode.DB_ERROR), message)
         if not written:
             return FileResult(
                 rel,
