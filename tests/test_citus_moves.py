@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +27,15 @@ from pgrag.search.models import SearchRequest
 from pgrag.services.graph import GraphService
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database, pgrag_cmd
-from tests.support.citus import CitusCluster, fresh_database, migrate
+from tests.support.citus import (
+    CitusCluster,
+    ingested_database,
+    logged_search,
+    three_collections,
+)
 
 PROVIDER = HashEmbedder("hash/384")
-FOLDERS = {
-    "alpha": {
-        f"a{i}.md": f"# Contract {i}\n\n"
-        + "\n\n".join(
-            f"Paragraph {k}: every supplier contract signing needs the legal review {i} {k}; "
-            "archive the signed copy and tell finance about the vacation budget."
-            for k in range(6 if i == 0 else 2)
-        )
-        for i in range(4)
-    },
-    "beta": {
-        f"b{i}.md": f"# Leave {i}\n\nVacation leave and contract signing {i}.\n" for i in range(4)
-    },
-    "gamma": {
-        f"g{i}.md": f"# Travel {i}\n\nContract travel expenses claim {i}.\n" for i in range(4)
-    },
-}
+FOLDERS = three_collections(6)
 SEARCHES: list[dict[str, Any]] = [
     {"query": q, "mode": mode, "limit": 10, "max_tokens": 25000, **scope}
     for q, mode in [
@@ -72,23 +60,8 @@ SEARCHES: list[dict[str, Any]] = [
 def cluster_db(citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """Three collections ingested through pgrag into a database distributed by collection;
     (its url, the folders)."""
-    url = fresh_database(citus)
-    asyncio.run(migrate(url, True))
     tmp = tmp_path_factory.mktemp("moves")
-
-    async def ingest() -> None:
-        async with open_database(load_settings(), dsn=url, max_size=2) as db:
-            for collection, files in FOLDERS.items():
-                (tmp / collection).mkdir()
-                for rel, text in files.items():
-                    (tmp / collection / rel).write_text(text, encoding="utf-8")
-                summary = await Ingestor(db.pool, PROVIDER, collection=collection).run(
-                    [tmp / collection]
-                )
-                assert not summary.failures, summary.failures
-
-    asyncio.run(ingest())
-    return url, tmp
+    return ingested_database(citus, tmp, FOLDERS), tmp
 
 
 async def _searches(dsn: str) -> list[list[tuple[str, int, float]]]:
@@ -105,48 +78,6 @@ async def _searches(dsn: str) -> list[list[tuple[str, int, float]]]:
 # ---- a tenant moved to another worker ---------------------------------------------------------
 
 SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
-SERVER_RE = re.compile(r"on server \S*@[^:]+:(\d+)")
-
-
-@dataclass
-class RemoteLog:
-    """Commands Citus sends to the workers (citus.log_remote_commands), with the port of
-    the node each went to (the notice's detail: `on server user@host:port ...`)."""
-
-    commands: list[tuple[str, int | None]] = field(default_factory=list)
-
-    def handler(self, diag: psycopg.errors.Diagnostic) -> None:
-        msg = diag.message_primary or ""
-        if msg.startswith("issuing "):
-            m = SERVER_RE.search(diag.message_detail or "")
-            self.commands.append((msg[len("issuing ") :], int(m.group(1)) if m else None))
-
-
-async def _logged_search(url: str, req: SearchRequest) -> tuple[int, list[tuple[str, int | None]]]:
-    from pgvector.psycopg import register_vector_async
-    from psycopg_pool import AsyncConnectionPool
-
-    log = RemoteLog()
-
-    async def configure(conn: psycopg.AsyncConnection) -> None:
-        await register_vector_async(conn)
-        await conn.execute("SET citus.log_remote_commands = on")
-        conn.add_notice_handler(log.handler)
-
-    pool = AsyncConnectionPool(
-        url, min_size=1, max_size=1, open=False, configure=configure, kwargs={"autocommit": True}
-    )
-    await pool.open()
-    try:
-        service = SearchService(pool, PROVIDER, log_searches=False)
-        await service.search(req)  # plans and caches made; the second run is the one counted
-        log.commands.clear()
-        page = await service.search(req)
-    finally:
-        await pool.close()
-    return len(page.data.results), log.commands
-
-
 PLACEMENTS_SQL = """
 SELECT shardid, nodeport FROM citus_shards WHERE NOT shardid = ANY (%s::bigint[]) ORDER BY 1
 """
@@ -225,7 +156,7 @@ def test_an_isolated_tenant_moved_to_another_worker_searches_and_ingests_there(
             query="contract signing legal review", mode=mode, limit=5, max_tokens=25000,
             filters={"collection": "alpha"},
         )  # fmt: skip
-        found, commands = asyncio.run(_logged_search(url, req))
+        found, commands = asyncio.run(logged_search(url, req))
         assert found > 0
         to_tenant = [
             (cmd[:100], port)

@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
 
 import psycopg
 import pytest
 
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
-from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.support.citus import CitusCluster, explain, fresh_database, migrate, task_count
+from tests.support.citus import (
+    CitusCluster,
+    explain,
+    fresh_database,
+    ingested_database,
+    logged_search,
+    migrate,
+    task_count,
+    three_collections,
+)
 
 DIMS = 8
 
@@ -177,58 +184,13 @@ SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
 CORPUS_STATISTICS = ("g(term, i), LATERAL", "(COALESCE(sum(ls.n)")
 
 
-ROUTING_FOLDERS = {
-    "alpha": {
-        f"a{i}.md": f"# Contract {i}\n\n"
-        + "\n\n".join(
-            f"Paragraph {k}: every supplier contract signing needs the legal review {i} {k}; "
-            "archive the signed copy and tell finance about the vacation budget."
-            for k in range(12 if i == 0 else 2)
-        )
-        for i in range(4)
-    },
-    "beta": {
-        f"b{i}.md": f"# Leave {i}\n\nVacation leave and contract signing {i}.\n" for i in range(4)
-    },
-    "gamma": {
-        f"g{i}.md": f"# Travel {i}\n\nContract travel expenses claim {i}.\n" for i in range(4)
-    },
-}
-
-
-@dataclass
-class RemoteLog:
-    """The commands Citus sends to the workers (citus.log_remote_commands)."""
-
-    commands: list[str] = field(default_factory=list)
-
-    def handler(self, diag: psycopg.errors.Diagnostic) -> None:
-        msg = diag.message_primary or ""
-        if msg.startswith("issuing "):
-            self.commands.append(msg[len("issuing ") :])
+ROUTING_FOLDERS = three_collections(12)
 
 
 @pytest.fixture(scope="module")
 def ingested_dsn(citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Three collections ingested through pgrag's own pipeline into a distributed database."""
-    url = fresh_database(citus)
-    asyncio.run(migrate(url, True))
-    tmp = tmp_path_factory.mktemp("routing")
-
-    async def ingest() -> None:
-        async with open_database(load_settings(), dsn=url, max_size=2) as db:
-            for collection, files in ROUTING_FOLDERS.items():
-                root = tmp / collection
-                root.mkdir()
-                for rel, text in files.items():
-                    (root / rel).write_text(text, encoding="utf-8")
-                summary = await Ingestor(
-                    db.pool, HashEmbedder("hash/384"), collection=collection
-                ).run([root])
-                assert not summary.failures, summary.failures
-
-    asyncio.run(ingest())
-    return url
+    return ingested_database(citus, tmp_path_factory.mktemp("routing"), ROUTING_FOLDERS)
 
 
 def _shard_groups(url: str) -> tuple[dict[int, int], dict[str, int]]:
@@ -255,32 +217,12 @@ async def _remote_statements(
 ) -> tuple[int, list[tuple[str, set[int]]]]:
     """Run one search through the service; its hit count and, per remote command, the
     hash ranges (shard groups) of the distributed shards it named."""
-    from pgvector.psycopg import register_vector_async
-    from psycopg_pool import AsyncConnectionPool
-
-    log = RemoteLog()
-
-    async def configure(conn: psycopg.AsyncConnection) -> None:
-        await register_vector_async(conn)
-        await conn.execute("SET citus.log_remote_commands = on")
-        conn.add_notice_handler(log.handler)
-
-    pool = AsyncConnectionPool(
-        url, min_size=1, max_size=1, open=False, configure=configure, kwargs={"autocommit": True}
-    )
-    await pool.open()
-    try:
-        service = SearchService(pool, HashEmbedder("hash/384"), log_searches=False)
-        await service.search(req)  # plans and caches made; the second run is the one counted
-        log.commands.clear()
-        page = await service.search(req)
-    finally:
-        await pool.close()
+    found, commands = await logged_search(url, req)
     groups, _ = _shard_groups(url)
     # reference tables (one shard, a copy on every node) name no hash range: left out
-    return len(page.data.results), [
+    return found, [
         (cmd, {groups[i] for m in SHARD_RE.finditer(cmd) if (i := int(m.group(1))) in groups})
-        for cmd in log.commands
+        for cmd, _ in commands
     ]
 
 

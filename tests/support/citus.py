@@ -370,3 +370,102 @@ _databases = itertools.count()
 def fresh_database(cluster: CitusCluster) -> str:
     """A new database on every node of the cluster (Citus created, workers registered)."""
     return cluster.create_database(f"pgrag_citus_{os.getpid()}_{next(_databases)}")
+
+
+def three_collections(first_paragraphs: int) -> dict[str, dict[str, str]]:
+    """Folders of three small collections (alpha, beta, gamma) that share words, alpha's
+    first document `first_paragraphs` paragraphs long (several chunks)."""
+    return {
+        "alpha": {
+            f"a{i}.md": f"# Contract {i}\n\n"
+            + "\n\n".join(
+                f"Paragraph {k}: every supplier contract signing needs the legal review {i} {k}; "
+                "archive the signed copy and tell finance about the vacation budget."
+                for k in range(first_paragraphs if i == 0 else 2)
+            )
+            for i in range(4)
+        },
+        "beta": {
+            f"b{i}.md": f"# Leave {i}\n\nVacation leave and contract signing {i}.\n"
+            for i in range(4)
+        },
+        "gamma": {
+            f"g{i}.md": f"# Travel {i}\n\nContract travel expenses claim {i}.\n" for i in range(4)
+        },
+    }
+
+
+def ingested_database(cluster: CitusCluster, root: Path, folders: dict[str, dict[str, str]]) -> str:
+    """A fresh database distributed by collection with `folders` (collection -> file ->
+    text) written under `root` and ingested through pgrag's own pipeline (hash/384)."""
+    import asyncio
+
+    from pgrag.db.database import open_database
+    from pgrag.embeddings.hashing import HashEmbedder
+    from pgrag.ingest.pipeline import Ingestor
+    from pgrag.settings import load_settings
+
+    url = fresh_database(cluster)
+    asyncio.run(migrate(url, True))
+
+    async def ingest() -> None:
+        async with open_database(load_settings(), dsn=url, max_size=2) as db:
+            for collection, files in folders.items():
+                (root / collection).mkdir()
+                for rel, text in files.items():
+                    (root / collection / rel).write_text(text, encoding="utf-8")
+                summary = await Ingestor(
+                    db.pool, HashEmbedder("hash/384"), collection=collection
+                ).run([root / collection])
+                assert not summary.failures, summary.failures
+
+    asyncio.run(ingest())
+    return url
+
+
+SERVER_RE = re.compile(r"on server \S*@[^:]+:(\d+)")
+
+
+@dataclass
+class RemoteLog:
+    """Commands Citus sends to the workers (citus.log_remote_commands), with the port of
+    the node each went to (the notice's detail: `on server user@host:port ...`)."""
+
+    commands: list[tuple[str, int | None]] = field(default_factory=list)
+
+    def handler(self, diag: Any) -> None:  # psycopg.errors.Diagnostic
+        msg = diag.message_primary or ""
+        if msg.startswith("issuing "):
+            m = SERVER_RE.search(diag.message_detail or "")
+            self.commands.append((msg[len("issuing ") :], int(m.group(1)) if m else None))
+
+
+async def logged_search(url: str, req: Any) -> tuple[int, list[tuple[str, int | None]]]:
+    """Run one SearchRequest through pgrag's SearchService (hash/384) twice; the second
+    run's hit count and remote commands (the first made the plans and caches)."""
+    import psycopg
+    from pgvector.psycopg import register_vector_async
+    from psycopg_pool import AsyncConnectionPool
+
+    from pgrag.embeddings.hashing import HashEmbedder
+    from pgrag.search.engine import SearchService
+
+    log = RemoteLog()
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await register_vector_async(conn)
+        await conn.execute("SET citus.log_remote_commands = on")
+        conn.add_notice_handler(log.handler)
+
+    pool: AsyncConnectionPool = AsyncConnectionPool(
+        url, min_size=1, max_size=1, open=False, configure=configure, kwargs={"autocommit": True}
+    )
+    await pool.open()
+    try:
+        service = SearchService(pool, HashEmbedder("hash/384"), log_searches=False)
+        await service.search(req)
+        log.commands.clear()
+        page = await service.search(req)
+    finally:
+        await pool.close()
+    return len(page.data.results), log.commands
