@@ -9,12 +9,15 @@
 --   N, df    over the collections searched: those the search names, else every collection
 --            the caller can read (pgrag.chunk_count_estimate). Over every collection, N comes
 --            from pg_class (scaled to the current table size like the planner does; on Citus
---            from the maintained per-language sums), df is counted exactly for the terms that
---            generate candidates and taken from ANALYZE's lexeme frequencies
---            (pg_stats.most_common_elems of pgrag.chunks.tsv) for very common terms. Over some
---            collections, N is their chunks in the per-language sums and every df is counted
---            in them: a search of one collection ranks as if it were alone in the database,
---            and on Citus reads that collection's shard only.
+--            from the maintained per-language sums); over some, from their rows of the sums.
+--            df is counted in the collections searched for the terms that generate
+--            candidates; for very common terms (those beyond the candidate budget) it is
+--            ANALYZE's table-wide lexeme frequency (pg_stats.most_common_elems of
+--            pgrag.chunks.tsv) times N. A scoped key counts every term (table-wide
+--            statistics would tell it about other collections), and so does Citus (the
+--            coordinator's table has none). So a search of one collection ranks as if it were
+--            alone in the database but for those estimates, and on Citus reads that
+--            collection's shard only.
 -- k1 = 0.9, b = 0.4 (bm25s' defaults; SciFact keyword nDCG@10 0.68 vs ts_rank_cd's 0.38).
 --
 -- proximity: which of a document's chunks holds the query's words closest together, for
@@ -273,8 +276,8 @@ BEGIN
     n AS (SELECT pgrag.chunk_count_estimate(searched) AS n),
     qterms AS MATERIALIZED (SELECT t.* FROM q CROSS JOIN LATERAL pgrag.query_terms(q.tsq) t),
     -- ANALYZE's sample frequency of the query terms it tracks (the ~1000 commonest lexemes,
-    -- table-wide: so only for a search of every collection; one of some collections counts
-    -- every term exactly in them)
+    -- table-wide: so only for an unrestricted caller; a scoped key learns nothing of other
+    -- collections and counts every term exactly in its own)
     st AS MATERIALIZED (
         SELECT f.lexeme, f.freq
         FROM pg_stats s,
@@ -283,12 +286,21 @@ BEGIN
         WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
           AND NOT s.inherited
           AND f.lexeme IN (SELECT lexeme FROM qterms)
-          AND searched IS NULL
+          AND readable IS NULL
+    ),
+    -- the chunks of every collection, when a tracked term's postings must be costed: a
+    -- term's postings are read table-wide whatever the collections searched (the GIN index
+    -- does not know them), so the candidate budget is spent on the whole table's
+    -- postings, while the df of a term left out is the frequency scaled to the collections
+    -- searched (not read on Citus, where the coordinator's table has no statistics)
+    n_all AS (
+        SELECT CASE WHEN searched IS NULL THEN (SELECT n.n FROM n)
+                    WHEN EXISTS (SELECT 1 FROM st) THEN pgrag.chunk_count_estimate() END AS n
     ),
     ordered AS (
         SELECT t.term, t.lexeme, st.freq * n.n AS est_df,  -- NULL: rarer than any tracked lexeme
-               row_number() OVER w AS i, sum(coalesce(st.freq * n.n, 0)) OVER w AS cum_df
-        FROM qterms t CROSS JOIN n LEFT JOIN st ON st.lexeme = t.lexeme
+               row_number() OVER w AS i, sum(coalesce(st.freq * n_all.n, 0)) OVER w AS cum_df
+        FROM qterms t CROSS JOIN n CROSS JOIN n_all LEFT JOIN st ON st.lexeme = t.lexeme
         WINDOW w AS (ORDER BY coalesce(st.freq, 0), t.lexeme)
     ),
     qt AS (
