@@ -193,8 +193,9 @@ def measure(
     """p50/p95 SQL latency per mode, without and with a folder filter (~1% of chunks); and
     keyword and hybrid naming the collection (all the chunks here): BM25 then takes the
     statistics of the collections searched, every term's frequency counted, where a search
-    of every collection takes those of the commonest terms from ANALYZE (the cost of that
-    exactness, at its largest: every posting of the table is in the collection)."""
+    of every collection takes those of the commonest terms from ANALYZE (for an unscoped
+    caller scaled to the collection); and the same as a key limited to the collection
+    (pgrag.enter_scope in each search's transaction), which counts every term."""
     from psycopg.types.json import Jsonb
 
     cid = conn.execute("SELECT id FROM pgrag.collections WHERE name = 'scale'").fetchone()[0]
@@ -203,6 +204,7 @@ def measure(
         ("no_filter", {}, None),
         ("folder_filter", {"folder": "f042"}, None),
         ("collection", {}, [cid]),
+        ("scoped_key", {}, [cid]),
     ):
         for mode, (lw, sw) in MODES.items():
             if collections and mode in ("semantic", "hybrid_noprox"):
@@ -219,12 +221,13 @@ def measure(
                 for q, v in zip(queries, vectors, strict=True)
             ]
             search_sql = SEARCH_SQL.format(extra=EXTRA.get(mode, ""))
+            scoped = label == "scoped_key"
             for p in params[:5]:
-                conn.execute(search_sql, p).fetchall()
+                _search(conn, search_sql, p, scoped)
             seconds, hits = [], []
             for p in params:
                 t = time.perf_counter()
-                rows = conn.execute(search_sql, p).fetchall()
+                rows = _search(conn, search_sql, p, scoped)
                 seconds.append(time.perf_counter() - t)
                 hits.append(len(rows))
             out[f"{mode}/{label}"] = {
@@ -233,6 +236,18 @@ def measure(
             }
             print(f"   {mode:<9} {label:<14} {out[f'{mode}/{label}']}", flush=True)
     return out
+
+
+def _search(
+    conn: psycopg.Connection, search_sql: str, params: dict[str, Any], scoped: bool
+) -> list[Any]:
+    """One search; `scoped`: in a transaction that entered the collection's scope first, as
+    a collection-limited key's request does (pgrag.db.scope)."""
+    if not scoped:
+        return conn.execute(search_sql, params).fetchall()
+    with conn.transaction():
+        conn.execute("SELECT pgrag.enter_scope('scale')")
+        return conn.execute(search_sql, params).fetchall()
 
 
 def sizes(conn: psycopg.Connection) -> dict[str, Any]:
@@ -266,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": __doc__.split("\n\n")[1].replace("\n", " "),
         "latency": "SQL round trip of pgrag.hybrid_search (10 hits, pool 100), one query at a "
         "time after 5 warm-up queries; filter = {'folder': 'f042'} (~1% of chunks); "
-        "collection = the one collection named (every chunk), keyword and hybrid",
+        "collection = the one collection named (every chunk), keyword and hybrid; "
+        "scoped_key = the same in a transaction that entered the collection's scope",
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }
     with support.server(args.dsn) as admin:
