@@ -27,6 +27,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = str(_rt)
 
 from pgrag.db.database import prepare
+from tests.support import prerequisites
 
 # property-based tests (test_fuzz.py, test_openapi_fuzz.py): HYPOTHESIS_PROFILE=nightly gives
 # 2,500 examples per property, well over 10,000 generated inputs across the suite
@@ -38,6 +39,26 @@ for _name, _examples in (("ci", 40), ("nightly", 2500)):
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires(name): needs a piece installed by scripts/test (prerequisites.py)"
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """One line per missing piece, before anything runs (even under -q)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for line in prerequisites.report_lines():
+        if reporter is not None:
+            reporter.write_line(f"MISSING {line}", red=True, bold=True)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    prerequisites.fail_if_missing(item)
+
 
 TEMPLATE_DB = "pgrag_test_template"
 _counter = itertools.count()

@@ -460,6 +460,7 @@ def _run_chromium(chromium: str, profile: Path, *args: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.requires("chromium", "tests/js")
 async def test_options_render_in_headless_chromium(dsn: str, tmp_path: Path) -> None:
     chromium, echarts_js = _chromium(), _echarts()
     async with chart_client(dsn) as c:

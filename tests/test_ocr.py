@@ -30,7 +30,7 @@ from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.test_search import _pool
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.requires("tesseract")]
 
 FONT_PATHS = [
     "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",

@@ -21,6 +21,8 @@ from PIL import Image, ImageDraw, ImageFont
 from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.test_ocr import FONT, NO_FONT
 
+pytestmark = pytest.mark.requires("tesseract")
+
 A4_300DPI = (2480, 3508)
 CONTRACT = [
     [

@@ -23,8 +23,9 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
-    test_cmd = next(b for b in blocks if "pytest" in b).strip()
+    test_cmd = next(b for b in blocks if b.strip().startswith("scripts/test")).strip()
     assert test_cmd in ci.splitlines()
+    assert (ROOT / test_cmd.split()[0]).stat().st_mode & 0o111, "the test command is executable"
 
 
 def test_quick_start_uses_the_shipped_sample_folder() -> None:

