@@ -41,7 +41,6 @@ for _name, _examples in (("ci", 40), ("nightly", 2500)):
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requires(name): needs a piece installed by scripts/test (prerequisites.py)"

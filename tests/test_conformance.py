@@ -25,7 +25,7 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
-from tests.support.kb_server import HttpServer, child_env, http_server
+from tests.support.kb_server import CORE_TOOLS, HttpServer, child_env, http_server
 
 pytestmark = pytest.mark.requires("tests/js")
 
@@ -37,18 +37,6 @@ SDK_CLIENT = JS / "sdk_client.mjs"
 BASELINE = ROOT / "tests" / "conformance" / "expected-failures.yml"
 SAMPLE = ROOT / "examples" / "sample"
 MODEL = ["--embedding-model", "hash/384"]
-CORE_TOOLS = {
-    "search",
-    "list_folders",
-    "list_documents",
-    "get_document_outline",
-    "get_document_data",
-    "get_pages",
-    "get_sheet_data",
-    "get_slides",
-    "get_status",
-    "get_embedding",
-}
 # what a baseline entry may be about: optional features pgrag does not offer, and the
 # suite's own fixture tools, resources and prompts
 ALLOWED_REASONS = re.compile(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.kb_server import (
+    CORE_TOOLS,
     FULL_KEY,
     OTHER_PATH,
     SCOPED_KEY,
@@ -28,18 +29,6 @@ pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.requires("tests/js")
 
 INSPECTOR = Path(__file__).resolve().parent / "js" / "node_modules" / ".bin" / "mcp-inspector"
-CORE_TOOLS = {
-    "search",
-    "list_folders",
-    "list_documents",
-    "get_document_outline",
-    "get_document_data",
-    "get_pages",
-    "get_sheet_data",
-    "get_slides",
-    "get_status",
-    "get_embedding",
-}
 Q1_SEARCH = [
     "--method",
     "tools/call",

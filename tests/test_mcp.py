@@ -31,6 +31,7 @@ from tests.fixtures.knowledge_base import (
 from tests.support.kb_server import (
     BULK_NOTES,
     BULK_SHEET_ROWS,
+    CORE_TOOLS,
     FULL_KEY,
     KB_COLLECTION,
     KB_SHEET_ROWS,
@@ -46,18 +47,6 @@ from tests.support.kb_server import (
 pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.anyio
 
-CORE_TOOLS = {
-    "search",
-    "list_folders",
-    "list_documents",
-    "get_document_outline",
-    "get_document_data",
-    "get_pages",
-    "get_sheet_data",
-    "get_slides",
-    "get_status",
-    "get_embedding",
-}
 TOKEN_CAP = 25_000
 BYTE_CAP = 200_000
 LOCAL_MODEL = "local/multilingual-e5-small"

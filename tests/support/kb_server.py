@@ -35,6 +35,21 @@ from tests.fixtures.knowledge_base import KB_DIRNAME, build_knowledge_base
 from tests.support.servers import free_port, wait_http
 
 KB_COLLECTION = "kb"
+# the tools of the default `core` toolset, as every MCP client should list them
+CORE_TOOLS = frozenset(
+    {
+        "search",
+        "list_folders",
+        "list_documents",
+        "get_document_outline",
+        "get_document_data",
+        "get_pages",
+        "get_sheet_data",
+        "get_slides",
+        "get_status",
+        "get_embedding",
+    }
+)
 BULK_COLLECTION = "bulk"
 OTHER_COLLECTION = "other"
 HASH_MODEL = "hash/384"
