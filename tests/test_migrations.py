@@ -1,4 +1,5 @@
 import asyncio
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -182,3 +183,20 @@ def test_each_function_is_defined_once_and_migrations_keep_only_what_ddl_needs()
         "vector_negate",
     }
     assert kept.isdisjoint(defined)
+
+
+def test_released_migrations_are_append_only() -> None:
+    """A migration on main may never change (databases recorded its checksum): a change of
+    schema is a new file, listed in sql/migrations/SHA256SUMS with the same commit."""
+    folder = Path(__file__).resolve().parents[1] / "sql" / "migrations"
+    released = dict(
+        reversed(line.split()) for line in (folder / "SHA256SUMS").read_text().splitlines()
+    )
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.sql")}
+    changed = sorted(name for name, digest in released.items() if files.get(name) != digest)
+    assert not changed, f"released migrations were edited or removed: {changed}"
+    unlisted = sorted(files.keys() - released.keys())
+    assert not unlisted, (
+        f"new migrations not listed in sql/migrations/SHA256SUMS: {unlisted}; "
+        "append them: (cd sql/migrations && sha256sum NEW.sql >> SHA256SUMS)"
+    )
