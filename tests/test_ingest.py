@@ -603,11 +603,13 @@ async def test_a_new_version_replaces_all_chunks_at_once(dsn: str, tmp_path: Pat
     assert result.outcome == Outcome.UPDATED and result.chunks > old_count
     ((new_hash,),) = query(dsn, "SELECT content_hash FROM pgrag.documents WHERE id = %s", (doc_id,))
     old_state = (old_hash, old_count, 0, old_count)
+    # the new version's chunks commit first (keyword search works), all its vectors follow
+    # in one later transaction: never a mix of versions, never some of the vectors
+    lexical_only = (new_hash, result.chunks, result.chunks, 0)
     new_state = (new_hash, result.chunks, result.chunks, result.chunks)
     states = [s[1:] for s in seen]
-    assert set(states) <= {old_state, new_state}, [
-        s for s in states if s not in (old_state, new_state)
-    ][:3]
+    allowed = (old_state, lexical_only, new_state)
+    assert set(states) <= set(allowed), [s for s in states if s not in allowed][:3]
     assert states[0] == old_state and states[-1] == new_state
     # the poller watched the re-ingestion itself: old chunks kept serving while processing
     assert ("processing", *old_state) in seen
@@ -712,26 +714,35 @@ async def test_provider_down_leaves_documents_pending_until_it_is_back(
         "b.md": Outcome.PENDING,
         "empty.txt": Outcome.ADDED,  # nothing to embed
     }
+    assert sorted(r.path for r in first.waiting) == ["a.txt", "b.md"]
     state = documents(dsn)
     for path in ("a.txt", "b.md"):
         _, status, code, detail = state[path]
-        assert (status, code) == ("pending", "UPSTREAM_ERROR")
+        # searchable by keyword already; why the vectors wait is on the document
+        assert (status, code) == ("ready", "UPSTREAM_ERROR")
         assert f"127.0.0.1:{port}" in detail
-    assert query(dsn, "SELECT count(*) FROM pgrag.chunks") == [(0,)]
+    assert query(
+        dsn, "SELECT count(*), sum(vectors_pending) FROM pgrag.documents WHERE path <> 'empty.txt'"
+    ) == [(2, 2)]
+    assert query(dsn, "SELECT count(*) FROM pgrag.chunks") == [(2,)]
+    assert query(dsn, "SELECT count(*) FROM pgrag.embeddings") == [(0,)]
 
     second = await ingest(dsn, [docs], provider=NamedHashEmbedder("openai/x", 384))
-    assert outcomes(second) == {
-        "a.txt": Outcome.UPDATED,
-        "b.md": Outcome.UPDATED,
+    assert outcomes(second) == {  # the files did not change: their vectors are resumed
+        "a.txt": Outcome.UNCHANGED,
+        "b.md": Outcome.UNCHANGED,
         "empty.txt": Outcome.UNCHANGED,
     }
-    assert {row[1] for row in documents(dsn).values()} == {"ready"}
-    ((chunks, vectors),) = query(
+    assert sorted((r.path, r.embedded) for r in second.resumed) == [("a.txt", 1), ("b.md", 1)]
+    assert not second.waiting
+    assert {row[1:3] for row in documents(dsn).values()} == {("ready", None)}
+    ((chunks, vectors, pending),) = query(
         dsn,
-        "SELECT count(DISTINCT c.id), count(e.chunk_id) FROM pgrag.chunks c"
+        "SELECT count(DISTINCT c.id), count(e.chunk_id),"
+        " (SELECT sum(vectors_pending) FROM pgrag.documents) FROM pgrag.chunks c"
         " LEFT JOIN pgrag.embeddings e ON e.chunk_id = c.id",
     )
-    assert chunks == 2 and vectors == 2
+    assert (chunks, vectors, pending) == (2, 2, 0)
 
 
 async def test_ignore_rules_and_unsupported_types(dsn: str, tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
-"""An ingestion run: walk, skip unchanged files, parse ahead in a thread, embed (cached),
-write each document in one transaction, remove documents whose files disappeared.
+"""An ingestion run: walk, skip unchanged files, parse ahead in a thread, write each
+document version in one transaction (searchable by keyword at once, with the vectors the
+cache knows), embed the rest beside it (ingest/vector_stage), remove documents whose files
+disappeared.
 
 One bad file never stops the run: it ends `failed` with its reason. When the embedding
-provider is down the document stays `pending` with the reason, to be retried next run.
+provider is down the document is searchable by keyword and ends `pending` with the reason;
+the next run (or `pgrag serve`) embeds what is missing.
 """
 
 from __future__ import annotations
@@ -11,27 +14,29 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-import numpy as np
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag import metrics
+from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
-from pgrag.embeddings.cache import embed_passages_cached
-from pgrag.errors import ErrorCode, PgragError, UpstreamError
+from pgrag.errors import ErrorCode
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
+from pgrag.ingest.reindex import embed_text
+from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
+from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
 from pgrag.ingest.walker import FoundFile, file_sha256, walk
 from pgrag.store import documents as store
 from pgrag.store import removals
+from pgrag.store import vectors as vector_store
 from pgrag.store.collections import Collection, ensure_collection
 
 if TYPE_CHECKING:
@@ -41,58 +46,9 @@ log = logging.getLogger(__name__)
 
 # OCR_UNAVAILABLE: retried, so installing an engine and ingesting again reads the file
 RETRYABLE_CODES = {"UPSTREAM_ERROR", "INTERNAL", "DB_ERROR", "OCR_UNAVAILABLE"}
-PREFETCH = 2  # files parsed ahead of the embedder
+PREFETCH = 2  # files parsed ahead of the writer
 
-
-class Outcome(StrEnum):
-    ADDED = "added"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    REMOVED = "removed"
-    FAILED = "failed"
-    PENDING = "pending"
-    SKIPPED = "skipped"
-
-
-@dataclass
-class FileResult:
-    path: str
-    outcome: Outcome
-    chunks: int = 0
-    embedded: int = 0  # chunks the model had to embed (the rest came from the cache)
-    error_code: str | None = None
-    error: str | None = None
-
-
-@dataclass
-class IngestSummary:
-    collection: str
-    results: list[FileResult] = field(default_factory=list)
-
-    def count(self, outcome: Outcome) -> int:
-        return sum(1 for r in self.results if r.outcome == outcome)
-
-    @property
-    def failures(self) -> list[FileResult]:
-        return [r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.PENDING)]
-
-    @property
-    def changed(self) -> bool:
-        return any(
-            r.outcome in (Outcome.ADDED, Outcome.UPDATED, Outcome.REMOVED) for r in self.results
-        )
-
-
-@dataclass(frozen=True)
-class IngestEvent:
-    kind: str  # "scan" | "file_start" | "ocr" (pages) | "embed" (chunks) | "file_done"
-    path: str = ""
-    total: int = 0
-    done: int = 0
-    result: FileResult | None = None
-
-
-Reporter = Callable[[IngestEvent], None]
+__all__ = ["FileResult", "IngestEvent", "IngestSummary", "Ingestor", "Outcome", "Reporter"]
 
 
 def _quiet(_: IngestEvent) -> None:
@@ -148,18 +104,21 @@ class Ingestor:
         return self._collection
 
     async def run(self, targets: list[Path], *, remove_missing: bool = True) -> IngestSummary:
+        """Ingest the targets; first, the vectors earlier runs left missing are queued."""
         summary = IngestSummary(self.collection_name)
         col = await self.collection()
-        for target in targets:
-            root, files = await asyncio.to_thread(walk, target)
-            await self._ingest_files(col, root, files, summary)
-            if remove_missing and target.expanduser().resolve().is_dir():
-                present = [f.rel for f in files]
-                async with self.pool.connection() as conn:
-                    removed = await removals.remove_missing(conn, col.id, str(root), present)
-                for path in removed:
-                    summary.results.append(FileResult(path, Outcome.REMOVED))
-                    self.report(IngestEvent("file_done", path, result=summary.results[-1]))
+        async with self._vector_stage(col) as stage:
+            summary.resumed = await self._resume(col, stage)
+            for target in targets:
+                root, files = await asyncio.to_thread(walk, target)
+                await self._ingest_files(col, root, files, summary, stage)
+                if remove_missing and target.expanduser().resolve().is_dir():
+                    present = [f.rel for f in files]
+                    async with self.pool.connection() as conn:
+                        removed = await removals.remove_missing(conn, col.id, str(root), present)
+                    for path in removed:
+                        summary.results.append(FileResult(path, Outcome.REMOVED))
+                        self.report(IngestEvent("file_done", path, result=summary.results[-1]))
         async with self.pool.connection() as conn:  # one row per language again (30_semantic)
             await store.compact_language_sums(conn, col.set_id)
         return summary
@@ -167,8 +126,50 @@ class Ingestor:
     async def ingest_files(self, root: Path, files: list[FoundFile]) -> IngestSummary:
         """Ingest given files of a root (watch mode), without removal."""
         summary = IngestSummary(self.collection_name)
-        await self._ingest_files(await self.collection(), root, files, summary)
+        col = await self.collection()
+        async with self._vector_stage(col) as stage:
+            await self._ingest_files(col, root, files, summary, stage)
         return summary
+
+    async def resume(self) -> IngestSummary:
+        """Embed what earlier runs left without vectors (e.g. killed between the phases, or
+        the provider was down) and nothing else."""
+        summary = IngestSummary(self.collection_name)
+        col = await self.collection()
+        async with self._vector_stage(col) as stage:
+            summary.resumed = await self._resume(col, stage)
+        return summary
+
+    @contextlib.asynccontextmanager
+    async def _vector_stage(self, col: Collection) -> AsyncIterator[VectorStage]:
+        """The embedding task beside the writer; leaving waits until it has written every
+        queued document's vectors (an error or a cancellation stops it at once)."""
+        assert col.set_id is not None
+        stage = VectorStage(self.pool, self.provider, (col.id, col.set_id), self.report)
+        task = asyncio.create_task(stage.run())
+        try:
+            yield stage
+        except BaseException:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise
+        stage.close()
+        await task
+
+    async def _resume(self, col: Collection, stage: VectorStage) -> list[FileResult]:
+        assert col.set_id is not None
+        resumed: list[FileResult] = []
+        async with self.pool.connection() as conn:
+            for doc in await vector_store.waiting_documents(conn, col.id):
+                rows = await vector_store.missing_chunks(conn, col.id, col.set_id, doc.id)
+                chunks = [
+                    PendingChunk(r.id, embed_text(r.heading, r.content), r.token_count)
+                    for r in rows
+                ]
+                resumed.append(FileResult(doc.path, Outcome.UNCHANGED, chunks=len(chunks)))
+                stage.add(PendingDocument(doc.id, chunks, resumed[-1]))
+        return resumed
 
     async def remove(self, root: Path, rel_paths: list[str]) -> list[str]:
         """Drop the documents of deleted paths; a deleted (or moved away) folder is one
@@ -180,7 +181,12 @@ class Ingestor:
         return removed
 
     async def _ingest_files(
-        self, col: Collection, root: Path, files: list[FoundFile], summary: IngestSummary
+        self,
+        col: Collection,
+        root: Path,
+        files: list[FoundFile],
+        summary: IngestSummary,
+        stage: VectorStage,
     ) -> None:
         supported = []
         for f in files:
@@ -196,7 +202,7 @@ class Ingestor:
         async with self._prepared(supported, known, summary) as queue:
             while (item := await queue.get()) is not None:
                 work, prepared, error = item
-                result = await self._store(col, work, prepared, error)
+                result = await self._store(col, work, prepared, error, stage)
                 summary.results.append(result)
                 self.report(IngestEvent("file_done", work.found.rel, result=result))
 
@@ -288,7 +294,10 @@ class Ingestor:
         work: _Work,
         prepared: PreparedDocument | None,
         error: ParseError | None,
+        stage: VectorStage,
     ) -> FileResult:
+        """Phase 1: the version with the vectors the cache knows, in one transaction; the
+        chunks still without one go to the vector stage."""
         rel = work.found.rel
         outcome = Outcome.UPDATED if work.known else Outcome.ADDED
         fields = (
@@ -301,14 +310,12 @@ class Ingestor:
                 code = error.code if error else "INTERNAL"
                 message = error.message if error else "no content"
                 return await failed.mark(Outcome.FAILED, code, message, work.content_hash)
-            try:
-                vectors, embedded = await self._embed(conn, col.id, doc_id, prepared)
-            except PgragError as exc:
-                status = Outcome.PENDING if isinstance(exc, UpstreamError) else Outcome.FAILED
-                return await failed.mark(status, str(exc.code), exc.message)
+            hashes = [c.content_hash for c in prepared.chunks]
+            known = await cache.lookup(conn, cache.cache_key(self.provider), list(set(hashes)))
+            vectors = [known.get(h) for h in hashes]
             assert col.set_id is not None
             try:
-                written = await store.write_version(
+                chunk_ids = await store.write_version(
                     conn,
                     document_id=doc_id,
                     collection_id=col.id,
@@ -321,7 +328,7 @@ class Ingestor:
             except store.EmbeddingSetChanged:
                 message = (
                     f"the collection '{col.name}' was reindexed to another embedding model "
-                    f"while this file was embedded with {self.provider.model}: nothing was "
+                    f"while this file was prepared for {self.provider.model}: nothing was "
                     "written; ingest again with the collection's current model"
                 )
                 return await failed.mark(Outcome.PENDING, str(ErrorCode.INVALID_ARGUMENT), message)
@@ -330,7 +337,7 @@ class Ingestor:
                 # the set's): rolled back, the previous version stays; the run goes on
                 message = f"the database refused this version, the previous one is kept: {exc}"
                 return await failed.mark(Outcome.FAILED, str(ErrorCode.DB_ERROR), message)
-        if not written:
+        if chunk_ids is None:
             return FileResult(
                 rel,
                 Outcome.FAILED,
@@ -338,30 +345,16 @@ class Ingestor:
                 error="the document was deleted while it was being ingested; ingest the "
                 "file again to add it back",
             )
-        return FileResult(rel, outcome, chunks=len(prepared.chunks), embedded=embedded)
-
-    async def _embed(
-        self,
-        conn: psycopg.AsyncConnection,
-        collection_id: int,
-        doc_id: UUID,
-        prepared: PreparedDocument,
-    ) -> tuple[np.ndarray, int]:
+        result = FileResult(rel, outcome, chunks=len(prepared.chunks))
         texts = prepared.embed_texts()
-        batch = max(self.provider.batch_size * 2, 32)
-        parts: list[np.ndarray] = []
-        embedded = 0
-        for start in range(0, len(texts), batch):
-            vecs, n = await embed_passages_cached(conn, self.provider, texts[start : start + batch])
-            parts.append(vecs)
-            embedded += n
-            done = min(len(texts), start + batch)
-            if len(texts) > batch:
-                await store.set_progress(conn, collection_id, doc_id, 100.0 * done / len(texts))
-            self.report(IngestEvent("embed", prepared.found.rel, total=len(texts), done=done))
-        if not parts:
-            return np.zeros((0, self.provider.dimensions), dtype=np.float32), 0
-        return np.vstack(parts), embedded
+        missing = [
+            PendingChunk(chunk_ids[i], texts[i], c.draft.token_count)
+            for i, c in enumerate(prepared.chunks)
+            if vectors[i] is None
+        ]
+        if missing:
+            stage.add(PendingDocument(doc_id, missing, result))
+        return result
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,7 @@ class SavedDocuments:
             fields=version.fields,
             units=version.parsed.units,
             chunks=version.chunks,
-            vectors=vectors,
+            vectors=list(vectors),
         )
 
 

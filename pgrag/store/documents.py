@@ -1,7 +1,9 @@
-"""Writing documents: status changes, and one transaction per new version of a document."""
+"""Writing documents: status changes, and one transaction per new version of a document
+(its units, chunks and the vectors already known; the others follow, see store/vectors)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +17,7 @@ from psycopg.types.json import Jsonb
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
 from pgrag.store.changes import announce, changing
+from pgrag.store.vectors import LANGUAGE_SUMS_SQL, insert_vectors
 
 
 class UnitIn(Protocol):
@@ -104,11 +107,6 @@ ON CONFLICT (collection_id, path) DO UPDATE
 RETURNING id
 """
 
-PROGRESS_SQL = """
-UPDATE pgrag.documents SET progress = %s
-WHERE collection_id = %s AND id = %s AND status = 'processing'
-"""
-
 MARK_FAILED_SQL = """
 UPDATE pgrag.documents
    SET status = %(status)s, error_code = %(code)s, error_detail = %(detail)s,
@@ -140,8 +138,6 @@ class EmbeddingSetChanged(PgragError):
 # every statement of a version names its collection: on Citus, the one shard it runs on
 DELETE_UNITS_SQL = "DELETE FROM pgrag.units WHERE collection_id = %s AND document_id = %s"
 DELETE_CHUNKS_SQL = "DELETE FROM pgrag.chunks WHERE collection_id = %s AND document_id = %s"
-# the per-language vector sums (sql/functions/30_semantic.sql; a no-op where triggers keep them)
-LANGUAGE_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, %s, %s)"
 # the graph's links to the replaced chunks set NULL, as the foreign key does on a single
 # server (sql/functions/60_graph.sql; a no-op where the key exists)
 UNLINK_CHUNKS_SQL = "SELECT pgrag.unlink_graph(%s, ARRAY[%s::uuid], false)"
@@ -170,19 +166,14 @@ ORDER BY ordinal
 RETURNING id, ordinal
 """
 
-INSERT_EMBEDDINGS_SQL = """
-INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang, document_id)
-SELECT %s, %s, chunk_id, embedding, coalesce(lang, 'und'), %s
-FROM unnest(%s::bigint[], %s::vector[], %s::text[]) AS e(chunk_id, embedding, lang)
-"""
-
 FINISH_SQL = """
 UPDATE pgrag.documents
    SET folder = %(folder)s, name = %(name)s, file_type = %(file_type)s, size_bytes = %(size)s,
        content_hash = %(hash)s, title = %(title)s, author = %(author)s,
        created_at = %(created)s, modified_at = %(modified)s, outline = %(outline)s,
        metadata = %(metadata)s, status = 'ready', progress = 100, error_code = NULL,
-       error_detail = NULL, ingested_at = now(), updated_at = now()
+       error_detail = NULL, vectors_pending = %(pending)s, ingested_at = now(),
+       updated_at = now()
  WHERE collection_id = %(cid)s AND id = %(id)s
 """
 
@@ -215,12 +206,6 @@ async def mark_processing(
         raise PgragError("the document row was not written", code=ErrorCode.INTERNAL)
     document_id: UUID = row[0]
     return document_id
-
-
-async def set_progress(
-    conn: psycopg.AsyncConnection, collection_id: int, document_id: UUID, percent: float
-) -> None:
-    await conn.execute(PROGRESS_SQL, (max(0.0, min(100.0, percent)), collection_id, document_id))
 
 
 async def mark_failed(
@@ -278,48 +263,64 @@ async def _write_units(
     return unit_ids
 
 
+def _chunk_params(
+    ids: tuple[UUID, int], unit_ids: list[int], chunks: list[ChunkRow]
+) -> tuple[tuple[Any, ...], list[str]]:
+    """The chunk insert's arrays and the chunks' languages: CPU work (language detection of
+    every chunk), run off the event loop so that a large file does not stall the server."""
+    document_id, collection_id = ids
+    langs = [detect_language(c.draft.content) for c in chunks]
+    params = (
+        document_id,
+        collection_id,
+        [unit_ids[c.unit_index] for c in chunks],
+        list(range(1, len(chunks) + 1)),
+        [c.heading for c in chunks],
+        [c.draft.content for c in chunks],
+        [c.content_hash for c in chunks],
+        [c.draft.token_count for c in chunks],
+        [c.draft.char_start for c in chunks],
+        [c.draft.char_end for c in chunks],
+        [c.page for c in chunks],
+        [c.section for c in chunks],
+        [c.sheet for c in chunks],
+        [c.draft.row_start for c in chunks],
+        [c.draft.row_end for c in chunks],
+        [c.slide for c in chunks],
+        langs,
+    )
+    return params, langs
+
+
 async def _write_chunks(
     conn: psycopg.AsyncConnection,
     ids: tuple[int, UUID, int],
     unit_ids: list[int],
     chunks: list[ChunkRow],
-    vectors: np.ndarray,
-) -> None:
-    """Insert a version's chunks and their vectors (ids: collection, document, set), and
-    add them to the per-language sums."""
+    vectors: Sequence[np.ndarray | None],
+) -> list[int]:
+    """Insert a version's chunks and the vectors already known (ids: collection, document,
+    set), add those to the per-language sums; the chunks' ids, in order."""
     collection_id, document_id, set_id = ids
     if not chunks:
-        return
-    langs = [detect_language(c.draft.content) for c in chunks]
-    cur = await conn.execute(
-        INSERT_CHUNKS_SQL,
-        (
-            document_id,
-            collection_id,
-            [unit_ids[c.unit_index] for c in chunks],
-            list(range(1, len(chunks) + 1)),
-            [c.heading for c in chunks],
-            [c.draft.content for c in chunks],
-            [c.content_hash for c in chunks],
-            [c.draft.token_count for c in chunks],
-            [c.draft.char_start for c in chunks],
-            [c.draft.char_end for c in chunks],
-            [c.page for c in chunks],
-            [c.section for c in chunks],
-            [c.sheet for c in chunks],
-            [c.draft.row_start for c in chunks],
-            [c.draft.row_end for c in chunks],
-            [c.slide for c in chunks],
-            langs,
-        ),
+        return []
+    params, langs = await asyncio.to_thread(
+        _chunk_params, (document_id, collection_id), unit_ids, chunks
     )
+    cur = await conn.execute(INSERT_CHUNKS_SQL, params)
     by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
     chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
-    await conn.execute(
-        INSERT_EMBEDDINGS_SQL,
-        (collection_id, set_id, document_id, chunk_ids, list(vectors), langs),
-    )
-    await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
+    known = [i for i, v in enumerate(vectors) if v is not None]
+    if known:
+        await insert_vectors(
+            conn,
+            (collection_id, set_id, document_id),
+            [chunk_ids[i] for i in known],
+            [vectors[i] for i in known],  # type: ignore[misc]
+            [langs[i] for i in known],
+        )
+        await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, 1))
+    return chunk_ids
 
 
 async def write_version(
@@ -331,15 +332,17 @@ async def write_version(
     fields: DocumentFields,
     units: Sequence[UnitIn],
     chunks: list[ChunkRow],
-    vectors: np.ndarray,
-) -> bool:
-    """Replace the document's units, chunks and embeddings in one transaction. False, with
-    nothing written, when the document was deleted meanwhile (e.g. by the REST API while
-    its new version was being embedded); EmbeddingSetChanged, with nothing written, when a
-    reindex switched the collection to another model meanwhile."""
+    vectors: Sequence[np.ndarray | None],
+) -> list[int] | None:
+    """Replace the document's units, chunks and embeddings in one transaction; `vectors`
+    holds each chunk's vector, or None where it is still to be computed (the document then
+    counts it in `vectors_pending`). The new chunks' ids, in order. None, with nothing
+    written, when the document was deleted meanwhile (e.g. by the REST API while its new
+    version was being prepared); EmbeddingSetChanged, with nothing written, when a reindex
+    switched the collection to another model meanwhile."""
     async with conn.transaction():
         if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
-            return False
+            return None
         row = await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone()
         active = row[0] if row is not None else None
         if active != set_id:
@@ -349,7 +352,9 @@ async def write_version(
         await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
         unit_ids = await _write_units(conn, collection_id, document_id, units)
-        await _write_chunks(conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors)
+        chunk_ids = await _write_chunks(
+            conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors
+        )
         await conn.execute(
             FINISH_SQL,
             {
@@ -366,10 +371,11 @@ async def write_version(
                 "modified": fields.modified_at,
                 "outline": Jsonb(fields.outline),
                 "metadata": Jsonb(fields.metadata),
+                "pending": sum(1 for v in vectors if v is None),
             },
         )
         await announce(conn, "UPDATE")
-    return True
+    return chunk_ids
 
 
 async def compact_language_sums(conn: psycopg.AsyncConnection, set_id: int | None) -> None:
