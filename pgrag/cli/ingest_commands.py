@@ -34,6 +34,21 @@ def print_summary(summary: IngestSummary) -> None:
         for r in summary.failures:
             fail.add_row(r.path, str(r.outcome), f"{r.error_code}: {r.error}")
         err.print(fail)
+    if summary.resumed:
+        done = sum(r.chunks - r.vectors_pending for r in summary.resumed)
+        err.print(
+            f"vectors left by earlier runs: {done} chunks of {len(summary.resumed)} documents"
+        )
+    if summary.waiting:
+        wait = Table(title="searchable by keyword, waiting for vectors", show_edge=False)
+        wait.add_column("file")
+        wait.add_column("vectors missing", justify="right")
+        wait.add_column("reason")
+        for r in summary.waiting:
+            reason = f"{r.error_code}: {r.error}" if r.error_code else ""
+            wait.add_row(r.path, f"{r.vectors_pending} of {r.chunks}", reason)
+        err.print(wait)
+        err.print("the next `pgrag ingest` (or `pgrag serve`) computes them")
 
 
 @cli.command()
@@ -66,6 +81,7 @@ def ingest(
                 transient=True,
             ) as bar:
                 task = bar.add_task("ingesting", total=None, current="")
+                vectors = bar.add_task("vectors", total=None, current="", visible=False)
 
                 def report(ev: IngestEvent) -> None:
                     if ev.kind == "scan":
@@ -74,8 +90,14 @@ def ingest(
                         bar.update(task, current=ev.path[-50:])
                     elif ev.kind == "ocr":
                         bar.update(task, current=f"{ev.path[-40:]} OCR {ev.done}/{ev.total} pages")
-                    elif ev.kind == "embed":
-                        bar.update(task, current=f"{ev.path[-40:]} {ev.done}/{ev.total} chunks")
+                    elif ev.kind == "vectors":  # files are searchable by keyword before this
+                        bar.update(
+                            vectors,
+                            total=ev.total,
+                            completed=ev.done,
+                            visible=True,
+                            current=ev.path[-50:],
+                        )
                     elif (
                         ev.kind == "file_done"
                         and ev.result
@@ -148,6 +170,18 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
         for doc in report["failed"]:
             table.add_row(
                 f"[red]failed[/] {doc['path']}", f"{doc['error_code']}: {doc['error_detail']}"
+            )
+        waiting = report["vectors_pending"]
+        if waiting["documents"]:
+            table.add_row(
+                "waiting for vectors",
+                f"{waiting['documents']} ({waiting['chunks']} chunks searchable by keyword only)",
+            )
+        for doc in report["waiting_for_vectors"]:
+            reason = f" {doc['error_code']}: {doc['error_detail']}" if doc["error_code"] else ""
+            table.add_row(
+                f"[yellow]vectors[/] {doc['path']}",
+                f"{doc['embedded']}/{doc['chunks']} embedded{reason}",
             )
         if report["ocr"]:
             table.add_row("read by OCR", _ocr_line(report["ocr"]))

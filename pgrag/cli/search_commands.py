@@ -115,7 +115,7 @@ def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
         row += (
             [
                 _leg(e.lexical_rank, e.lexical_score, 2),
-                _leg(e.semantic_rank, e.semantic_score, 3),
+                "no vector" if e.semantic_note else _leg(e.semantic_rank, e.semantic_score, 3),
             ]
             if e
             else ["-", "-"]
@@ -171,6 +171,8 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
             f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
             "no count of matches"
         )
+    if any(h.explain and h.explain.semantic_note for h in hits):
+        notes.append("no vector: the chunk's vector is still being computed; found by its words")
     e = hits[0].explain if hits else None
     if e is None or not e.fusion:
         return notes

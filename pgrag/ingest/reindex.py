@@ -85,6 +85,15 @@ ON CONFLICT DO NOTHING
 """
 
 LOCK_COLLECTION_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR UPDATE"
+# the new set covers every chunk: no document waits for vectors any more (and the reason
+# one waited, e.g. the old provider down, goes with it)
+NONE_PENDING_SQL = """
+UPDATE pgrag.documents
+   SET vectors_pending = 0,
+       error_code = CASE WHEN status = 'ready' THEN NULL ELSE error_code END,
+       error_detail = CASE WHEN status = 'ready' THEN NULL ELSE error_detail END
+ WHERE collection_id = %s AND vectors_pending > 0
+"""
 RETIRED_SQL = """
 SELECT id FROM pgrag.embedding_sets
 WHERE collection_id = %s AND state = 'retired' ORDER BY id
@@ -242,6 +251,7 @@ async def _switch(run: _Run) -> None:
         run.result.chunks = await _scalar(
             conn, COUNT_DONE_SQL, (run.collection_id, run.result.set_id)
         )
+        await conn.execute(NONE_PENDING_SQL, (run.collection_id,))
         await activate_embedding_set(conn, run.collection_id, run.result.set_id)
     run.result.switched = True
     run.report(ReindexEvent("switch", run.done, run.total))

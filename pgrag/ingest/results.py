@@ -40,7 +40,13 @@ class IngestSummary:
 
     @property
     def failures(self) -> list[FileResult]:
-        return [r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.PENDING)]
+        """Files not searchable (failed, or pending with nothing written)."""
+        return [
+            r
+            for r in self.results
+            if r.outcome == Outcome.FAILED
+            or (r.outcome == Outcome.PENDING and not r.vectors_pending)
+        ]
 
     @property
     def waiting(self) -> list[FileResult]:

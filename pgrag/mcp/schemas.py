@@ -105,6 +105,9 @@ class StatusData(BaseModel):
     total: int | None = None
     processing: list[dict[str, Any]] | None = None
     failed: list[dict[str, Any]] | None = None
+    # searchable by keyword, vectors still being computed: path, embedded of chunks, why
+    waiting_for_vectors: list[dict[str, Any]] | None = None
+    vectors_pending: dict[str, int] | None = None  # documents and chunks waiting
     ocr: dict[str, Any] | None = None  # pages read by OCR, failed pages, missing engine
     document: dict[str, Any] | None = None
     status: str | None = None

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
 HIT_RESERVE = 300  # tokens of a hit besides its full text (ids, location, metadata)
+# explain for a chunk the semantic leg cannot see: two-phase ingestion writes its document's
+# chunks first, their vectors after
+NO_VECTOR = "no vector yet: the semantic leg could not rank this chunk"
 
 
 def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
@@ -285,6 +288,7 @@ class SearchService:
                         regex_matches=r.regex_matches,
                         query_lang=detect_language(req.query) if mode != "regex" else None,
                         chunk_lang=d.lang,
+                        semantic_note=None if d.has_vector else NO_VECTOR,
                         **self.fusion.explain(mode),
                     ),
                     max_snippets=self.max_snippets,

@@ -138,6 +138,11 @@ class Explain(BaseModel):
     )
     query_lang: str | None = Field(None, description="language detected in the query")
     chunk_lang: str | None = Field(None, description="language of the chunk")
+    semantic_note: str | None = Field(
+        None,
+        description="why the semantic leg could not rank the chunk: its vector is still "
+        "being computed (the document is searchable by keyword meanwhile)",
+    )
 
 
 class SearchHit(BaseModel):

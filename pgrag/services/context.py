@@ -20,7 +20,7 @@ from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
-from pgrag.services.ingestion import make_ingestor
+from pgrag.services.ingestion import make_ingestor, resume_vectors
 from pgrag.services.retention import prune_periodically
 from pgrag.settings import Settings
 
@@ -90,8 +90,10 @@ async def open_context(
             codec=codec,
             relay=notifier,
         )
-        if watch:
+        if watch:  # its first scan resumes the vectors earlier runs left missing
             await stack.enter_async_context(_watching(context, watch))
+        elif not read_only(settings, remote=False):
+            await stack.enter_async_context(_background(_resuming(context)))
         if settings.log_retention_days > 0:
             await stack.enter_async_context(
                 _background(prune_periodically(rt.db.pool, settings.log_retention_days))
@@ -109,6 +111,15 @@ async def _background(job: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _resuming(context: AppContext) -> None:
+    try:
+        await resume_vectors(context.settings, context.pool, context.provider)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("computing the vectors earlier runs left missing failed")
 
 
 @contextlib.asynccontextmanager

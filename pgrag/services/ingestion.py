@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.settings import Settings
+from pgrag.store.vectors import collections_waiting
 
 if TYPE_CHECKING:
     from pgrag.ingest.pipeline import Ingestor, Reporter
@@ -36,3 +37,14 @@ def make_ingestor(
         ocr=OcrOptions.from_settings(settings),
         reporter=reporter,
     )
+
+
+async def resume_vectors(
+    settings: Settings, pool: AsyncConnectionPool, provider: EmbeddingProvider
+) -> None:
+    """The vectors earlier runs left missing (killed between the phases, provider down), in
+    every collection embedded with the provider's model: `pgrag serve` at start."""
+    async with pool.connection() as conn:
+        names = await collections_waiting(conn, provider.model)
+    for name in names:
+        await make_ingestor(settings, pool, provider, collection=name).resume()

@@ -1,5 +1,5 @@
-"""Ingestion status: counts by status, per-document progress and errors, what OCR did,
-readiness."""
+"""Ingestion status: counts by status, per-document progress and errors, documents still
+waiting for vectors, what OCR did, readiness."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ DOCUMENT_STATUS_KEYS = (
     "progress",
     "error_code",
     "error_detail",
+    "vectors_pending",
     "ocr",
 )
 
@@ -42,11 +43,18 @@ async def status_report(
     counts.update({c.status: c.count for c in await store.status_counts(conn, scope)})
     rows = [asdict(r) for r in await store.not_ready(conn, scope)]
     ocr = await store.ocr_summary(conn, scope)
+    totals, waiting = await store.waiting_for_vectors(conn, scope)
     return {
         "counts": counts,
         "total": sum(counts.values()),
         "processing": [r for r in rows if r["status"] in ("processing", "pending")],
         "failed": [r for r in rows if r["status"] == "failed"],
+        # ready (searchable by keyword) while their vectors are computed: chunks embedded
+        # of chunks, and why they wait if the provider failed
+        "waiting_for_vectors": [
+            {**asdict(w), "embedded": w.chunks - w.vectors_pending} for w in waiting
+        ],
+        "vectors_pending": asdict(totals),
         "ocr": asdict(ocr) if ocr and (ocr.documents or ocr.unavailable) else None,
     }
 

@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 RESOLVE_SQL = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
+       d.vectors_pending,
        d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
        d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection,
        d.metadata -> 'ocr' AS ocr

@@ -58,6 +58,7 @@ class ChunkDetail:
     body_len: int | None
     lang: str | None
     collection_id: int  # the shard a read of the whole document goes to on Citus
+    has_vector: bool  # in the active embedding set; not yet while its vectors are computed
 
 
 # ---- pages, sheets, slides ----------------------------------------------------------------

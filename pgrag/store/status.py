@@ -1,5 +1,6 @@
-"""Ingestion status SQL: counts by status, documents not ready, one document's state, and
-the readiness probe. Rows are typed (class_row)."""
+"""Ingestion status SQL: counts by status, documents not ready, documents whose vectors are
+still being computed, one document's state, and the readiness probe. Rows are typed
+(class_row)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,25 @@ NOT_READY_SQL = (
     "SELECT id::text AS document_id, path, status, progress, error_code, error_detail"
     " FROM pgrag.documents WHERE status <> 'ready' AND" + SCOPE + "ORDER BY status, path LIMIT 200"
 )
+# searchable by keyword, vectors pending (two-phase ingestion: pgrag.ingest.vector_stage)
+WAITING_SQL = (
+    "SELECT id::text AS document_id, path, vectors_pending, error_code, error_detail,"
+    " (SELECT count(*) FROM pgrag.chunks ch"
+    "  WHERE ch.document_id = d.id AND ch.collection_id = d.collection_id) AS chunks"
+    " FROM pgrag.documents d WHERE vectors_pending > 0 AND status = 'ready' AND"
+    + SCOPE
+    + "ORDER BY path LIMIT 200"
+)
+WAITING_TOTALS_SQL = (
+    "SELECT count(*) AS documents, coalesce(sum(vectors_pending), 0)::bigint AS chunks"
+    " FROM pgrag.documents WHERE vectors_pending > 0 AND status = 'ready' AND" + SCOPE
+)
 ONE_SQL = """
 SELECT d.id AS document_id, d.path, d.name, c.name AS collection, d.status, d.progress,
        d.error_code, d.error_detail, d.updated_at, d.ingested_at,
        (SELECT count(*) FROM pgrag.chunks ch
         WHERE ch.document_id = d.id AND ch.collection_id = d.collection_id) AS chunks,
-       d.metadata -> 'ocr' AS ocr
+       d.vectors_pending, d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
 WHERE d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s
 ORDER BY (d.id::text = %(ref)s) DESC, (d.path = %(ref)s) DESC
@@ -82,7 +96,26 @@ class DocumentState:
     updated_at: datetime | None
     ingested_at: datetime | None
     chunks: int
+    vectors_pending: int  # chunks searchable by keyword only, their vectors still to come
     ocr: dict[str, Any] | None  # engine, pages, confidence, failed pages
+
+
+@dataclass(frozen=True)
+class WaitingForVectors:
+    """A document whose chunks are searchable by keyword, some vectors still pending."""
+
+    document_id: str
+    path: str
+    vectors_pending: int
+    error_code: str | None  # why they wait, when the provider failed
+    error_detail: str | None
+    chunks: int
+
+
+@dataclass(frozen=True)
+class WaitingTotals:
+    documents: int
+    chunks: int
 
 
 @dataclass(frozen=True)
@@ -107,6 +140,19 @@ async def not_ready(conn: psycopg.AsyncConnection, scope: list[str] | None) -> l
     async with conn.cursor(row_factory=class_row(NotReady)) as cur:
         await cur.execute(NOT_READY_SQL, {"scope": scope})
         return await cur.fetchall()
+
+
+async def waiting_for_vectors(
+    conn: psycopg.AsyncConnection, scope: list[str] | None
+) -> tuple[WaitingTotals, list[WaitingForVectors]]:
+    """How many documents and chunks wait for vectors, and at most 200 of them by path."""
+    async with conn.cursor(row_factory=class_row(WaitingTotals)) as cur:
+        await cur.execute(WAITING_TOTALS_SQL, {"scope": scope})
+        totals = await cur.fetchone()
+    async with conn.cursor(row_factory=class_row(WaitingForVectors)) as cur:
+        await cur.execute(WAITING_SQL, {"scope": scope})
+        rows = await cur.fetchall()
+    return totals or WaitingTotals(0, 0), rows
 
 
 async def document_states(conn: psycopg.AsyncConnection, ref: str) -> list[DocumentState]:

@@ -84,6 +84,17 @@ ORDER BY c.ordinal
 """
 
 
+# two statements, not one correlated query: on Citus, documents are distributed and
+# collections a reference table
+WAITING_COLLECTIONS_SQL = (
+    "SELECT DISTINCT collection_id FROM pgrag.documents WHERE vectors_pending > 0"
+)
+COLLECTIONS_OF_MODEL_SQL = """
+SELECT col.name FROM pgrag.collections col JOIN pgrag.embedding_sets es ON es.id = col.active_set_id
+WHERE col.id = ANY(%s) AND es.model = %s ORDER BY col.name
+"""
+
+
 @dataclass(frozen=True)
 class MissingChunk:
     id: int
@@ -181,6 +192,15 @@ async def waiting_documents(
 ) -> list[WaitingDocument]:
     rows = await (await conn.execute(WAITING_SQL, (collection_id,))).fetchall()
     return [WaitingDocument(r[0], r[1]) for r in rows]
+
+
+async def collections_waiting(conn: psycopg.AsyncConnection, model: str) -> list[str]:
+    """The collections embedded with `model` that have documents waiting for vectors."""
+    ids = [r[0] for r in await (await conn.execute(WAITING_COLLECTIONS_SQL)).fetchall()]
+    if not ids:
+        return []
+    rows = await (await conn.execute(COLLECTIONS_OF_MODEL_SQL, (ids, model))).fetchall()
+    return [r[0] for r in rows]
 
 
 async def missing_chunks(

@@ -5,7 +5,9 @@
 -- the log does not hold)
 -- and showing the per-query lexical share, the normalised leg scores behind fused_score and
 -- the languages of query and chunk (with whether the semantic score was language-centred)
--- and how close together the chunk holds the query's words (lexical_proximity).
+-- and how close together the chunk holds the query's words (lexical_proximity);
+-- semantic_note says when the semantic leg had no vector for the chunk (two-phase ingestion:
+-- a document's chunks are searchable by keyword before their vectors are written).
 CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     rank            int,
     logged_rank     int,
@@ -29,7 +31,8 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     chunk_lang      text,
     semantic_cosine float8,   -- plain cosine; semantic_score is of centred vectors if centred
     centred         boolean,
-    lexical_proximity float8  -- the best window's share of the chunk's matched words
+    lexical_proximity float8, -- the best window's share of the chunk's matched words
+    semantic_note   text      -- 'no vector' while the chunk's vector is still being computed
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -69,13 +72,18 @@ LANGUAGE sql STABLE AS $$
            h.fused_score, p.k, p.lw, p.sw, left(c.content, 120),
            coalesce(p.fu, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
            h.lexical_share, h.lexical_norm, h.semantic_norm,
-           p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity
+           p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity,
+           CASE WHEN e.chunk_id IS NULL THEN 'no vector' END
     FROM p
     CROSS JOIN fused h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
     -- collection_id too: on Citus, the shard a chunk and its document share
     JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
     LEFT JOIN logged g ON g.chunk_id = h.chunk_id
+    JOIN pgrag.collections col ON col.id = c.collection_id
+    LEFT JOIN pgrag.embeddings e
+           ON e.collection_id = c.collection_id AND e.set_id = col.active_set_id
+          AND e.chunk_id = c.id
     WHERE h.pos > coalesce((p.params ->> 'match_offset')::int, 0)
       AND h.pos <= coalesce((p.params ->> 'match_offset')::int, 0)
                    + (p.params ->> 'match_count')::int

@@ -27,8 +27,9 @@ async def get_status(
     ] = None,
 ) -> result(StatusData):  # type: ignore[valid-type]
     """Ingestion status: document counts by status (pending, processing, ready, failed)
-    with failures and their reasons, or one document's status and progress. Check it
-    before searching newly added files."""
+    with failures and their reasons, the documents searchable by keyword whose vectors
+    are still being computed, or one document's status and progress. Check it before
+    searching newly added files."""
     state = state_of(ctx)
     async with scoped_connection(state.pool, scope_of(ctx)) as conn:
         if document_id:
@@ -41,9 +42,17 @@ async def get_status(
             total=report["total"],
             processing=jsonable(report["processing"]),
             failed=jsonable(report["failed"]),
+            waiting_for_vectors=jsonable(report["waiting_for_vectors"]),
+            vectors_pending=report["vectors_pending"],
             ocr=report["ocr"],
         )
     )
+
+
+def _message(status: str, vectors_pending: int) -> str:
+    if status == "ready" and vectors_pending:
+        return "DOCUMENT_VECTORS_PENDING"  # keyword search finds it; semantic search not yet
+    return MESSAGES.get(status, "DOCUMENT_PROCESSING")
 
 
 def _document_status(doc: docs.DocumentRef) -> StatusData:
@@ -51,10 +60,11 @@ def _document_status(doc: docs.DocumentRef) -> StatusData:
     return StatusData(
         status=r["status"],
         progress=r["progress"],
-        message=MESSAGES.get(r["status"], "DOCUMENT_PROCESSING"),
+        message=_message(r["status"], r["vectors_pending"]),
         document={
             "document_id": doc.id,
             "path": r["path"],
+            "vectors_pending": r["vectors_pending"],
             "error_code": r["error_code"],
             "error_detail": r["error_detail"],
             "ingested": r["ingested_at"].isoformat() if r["ingested_at"] else None,
