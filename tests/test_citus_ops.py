@@ -2,7 +2,9 @@
 does the same thing to a database distributed by collection and to a single server holding
 the same data, and compares what comes out.
 
-- a document version whose ingest fails midway leaves the previous version, nothing else;
+- a document version whose vectors cannot be computed is searchable by keyword, its
+  vectors counted as pending; one whose file cannot be parsed leaves the previous version;
+- two-phase ingestion: keyword hits before the vectors, the vectors after, exact sums;
 - pages of a search walked by continuation token equal the single server's;
 - a search over two collections (two shards) gets BM25 statistics of the whole scope;
 - `pgrag search --explain` and `pgrag.explain_search(...)` run there;
@@ -132,7 +134,8 @@ def _state(url: str) -> dict[str, list[tuple[Any, ...]]]:
     out: dict[str, list[tuple[Any, ...]]] = {}
     with psycopg.connect(url) as conn:
         out["documents"] = conn.execute(
-            f"SELECT c.name, {PATH}, d.status, d.error_code, d.content_hash FROM pgrag.documents d"
+            f"SELECT c.name, {PATH}, d.status, d.error_code, d.content_hash, d.vectors_pending"
+            " FROM pgrag.documents d"
             " JOIN pgrag.collections c ON c.id = d.collection_id ORDER BY 1, 2"
         ).fetchall()
         for table in ("units", "chunks"):
@@ -238,20 +241,23 @@ def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, st
     before = _state(pair[0])
     assert before == _state(pair[1])
     for _, dsn, root in _both(pair):
-        # a bigger new version of the review procedure: the provider fails after 3 chunks
+        # a bigger new version of the review procedure: the provider fails after 3 chunks;
+        # the version is written (keyword search finds it) and its new vectors wait
         review = root / "legal" / "contracts" / "review.md"
         review.write_text(review.read_text() + "\n\n" + SECTIONS.replace("Step", "Phase"))
         summary = asyncio.run(_ingest(dsn, root / "legal", "legal", FailingEmbedder(ok=3)))
-        assert [(r.path, r.outcome) for r in summary.failures] == [
-            ("contracts/review.md", Outcome.PENDING)
+        assert not summary.failures
+        assert [(r.path, r.outcome, r.error_code) for r in summary.waiting] == [
+            ("contracts/review.md", Outcome.PENDING, "UPSTREAM_ERROR")
         ]
-        # the new version's vectors do not fit the set: refused inside its transaction,
-        # the document marked failed with why, and the run goes on
+        # the next run resumes those vectors, which do not fit the set: refused in their
+        # transaction, the document keeps waiting with why, and the run goes on
         summary = asyncio.run(_ingest(dsn, root / "legal", "legal", WrongDimensionsEmbedder()))
-        assert [(r.path, r.outcome, r.error_code) for r in summary.failures] == [
-            ("contracts/review.md", Outcome.FAILED, "DB_ERROR")
+        assert not summary.failures
+        assert [(r.path, r.error_code) for r in summary.waiting] == [
+            ("contracts/review.md", "DB_ERROR")
         ]
-        assert "expected 384 dimensions, not 383" in (summary.failures[0].error or "")
+        assert "expected 384 dimensions, not 383" in (summary.waiting[0].error or "")
         # a parser error: a PDF that is not one
         (root / "hr" / "leave.md").unlink()
         (root / "hr" / "leave.pdf").write_bytes(b"%PDF-1.7 this is no pdf")
@@ -259,15 +265,20 @@ def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, st
         assert [(r.path, r.outcome) for r in summary.failures] == [("leave.pdf", Outcome.FAILED)]
     after = _state(pair[0])
     assert after == _state(pair[1])
-    # the failed versions left the previous units, chunks, vectors and sums as they were
-    for key in ("units", "chunks", "contents", "embeddings", "language_sums"):
-        legal = [r for r in after[key] if r[0] == "legal"]
-        assert legal and legal == [r for r in before[key] if r[0] == "legal"], key
+    # the new version of the review is there, some of its vectors pending; the rest of the
+    # collection as it was
+    docs_after = {(r[0], r[1]): r for r in after["documents"]}
+    review_row = docs_after[("legal", "contracts/review.md")]
+    assert review_row[2:4] == ("ready", "DB_ERROR") and review_row[5] > 0
+    for key in ("units", "chunks", "contents"):
+        changed = [r for r in after[key] if r[0] == "legal" and r[1] != "contracts/review.md"]
+        assert changed == [
+            r for r in before[key] if r[0] == "legal" and r[1] != "contracts/review.md"
+        ], key
     # leave.md went (its file did), the unparsable leave.pdf wrote nothing
     assert {r[1] for r in after["chunks"] if r[0] == "hr"} == {"expenses.md", "old/handbook.md"}
     assert after["language_sums"] == _recounted_sums(pair[0])
     statuses = {(r[0], r[1]): r[2] for r in after["documents"]}
-    assert statuses[("legal", "contracts/review.md")] == "failed"  # the last failure's
     assert statuses[("hr", "leave.pdf")] == "failed"
     # restore the review procedure for the later tests (same text on both sides)
     for _, dsn, root in _both(pair):
@@ -735,3 +746,105 @@ def test_deletes_and_new_versions_unlink_the_graph_as_on_a_single_server(
         ("doc rest.md", None, None),
         ("doc saved/note.md", None, None),
     ]
+
+
+# ---- two-phase ingestion --------------------------------------------------------------------
+
+
+class GatedEmbedder(HashEmbedder):
+    """Passages wait at a gate (queries pass), so the state between the phases lasts."""
+
+    def __init__(self) -> None:
+        super().__init__("hash/384")
+        self.gate = asyncio.Event()
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        await self.gate.wait()
+        return await super().embed_passages(texts)
+
+
+TWO_PHASE = {
+    "memo.md": "# Memo\n\nThe supplier onboarding memo: every new supplier is checked first.",
+    "zz_code.txt": "Purchase order PO-55821-KESTREL was approved.",
+}
+
+
+async def _two_phase(dsn: str, root: Path) -> dict[str, Any]:
+    """Ingest with the vectors held back: what keyword and hybrid search show between the
+    phases; then a provider that fails, and a run that resumes."""
+    _write_folder(root, TWO_PHASE)
+    provider = GatedEmbedder()
+    out: dict[str, Any] = {}
+    async with open_database(load_settings(), dsn=dsn, max_size=4) as db:
+        run = asyncio.create_task(Ingestor(db.pool, provider, collection="phases").run([root]))
+        for _ in range(600):
+            async with db.pool.connection() as conn:
+                rows = await (
+                    await conn.execute(
+                        "SELECT count(*) FROM pgrag.documents d JOIN pgrag.collections c"
+                        " ON c.id = d.collection_id WHERE c.name = 'phases'"
+                        " AND d.status = 'ready' AND d.vectors_pending > 0"
+                    )
+                ).fetchone()
+            if rows and rows[0] == len(TWO_PHASE):
+                break
+            await asyncio.sleep(0.05)
+        service = SearchService(db.pool, provider)
+        for mode in ("keyword", "hybrid"):
+            page = await service.search(
+                SearchRequest(
+                    query="PO-55821-KESTREL",
+                    mode=mode,
+                    explain=True,
+                    filters={"collection": "phases"},
+                )
+            )
+            out[mode] = [
+                (h.path, h.explain.semantic_note if h.explain else None) for h in page.data.results
+            ]
+        out["between"] = _phases_state(dsn)
+        provider.gate.set()
+        await run
+        out["after"] = _phases_state(dsn)
+        # a change while the provider is down, then a run that resumes its vectors
+        _write_folder(root, {"memo.md": TWO_PHASE["memo.md"] + "\n\nUpdated: checked yearly."})
+        down = await Ingestor(db.pool, FailingEmbedder(ok=0), collection="phases").run([root])
+        out["down"] = [(r.path, r.outcome, r.vectors_pending) for r in down.waiting]
+        out["waiting"] = _phases_state(dsn)
+        resumed = await Ingestor(db.pool, PROVIDER, collection="phases").resume()
+        out["resumed"] = [(r.path, r.vectors_pending) for r in resumed.resumed]
+    out["end"] = _phases_state(dsn)
+    return out
+
+
+def _phases_state(dsn: str) -> list[tuple[Any, ...]]:
+    """Per document of the `phases` collection: status, chunks, vectors, vectors_pending."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT d.path, d.status, d.vectors_pending,"
+            " (SELECT count(*) FROM pgrag.chunks ch WHERE ch.collection_id = d.collection_id"
+            "   AND ch.document_id = d.id),"
+            " (SELECT count(*) FROM pgrag.embeddings e WHERE e.collection_id = d.collection_id"
+            "   AND e.document_id = d.id AND e.set_id = c.active_set_id)"
+            " FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id"
+            " WHERE c.name = 'phases' ORDER BY d.path"
+        ).fetchall()
+
+
+def test_two_phase_ingest_on_the_cluster(pair: tuple[str, str, Path]) -> None:
+    got = {side: asyncio.run(_two_phase(dsn, root / "phases")) for side, dsn, root in _both(pair)}
+    assert got["c"] == got["s"]
+    c = got["c"]
+    note = "no vector yet: the semantic leg could not rank this chunk"
+    assert c["keyword"] == [("zz_code.txt", note)]
+    assert c["hybrid"][0] == ("zz_code.txt", note)
+    assert all(r[1] == "ready" and r[2] == r[3] > 0 and r[4] == 0 for r in c["between"])
+    assert all(r[2] == 0 and r[3] == r[4] for r in c["after"])
+    assert c["down"] == [("memo.md", Outcome.PENDING, 1)]
+    assert [r[2] for r in c["waiting"]] == [1, 0]
+    assert c["resumed"] == [("memo.md", 0)]
+    assert c["end"] == [(p, "ready", 0, n, n) for p, _, _, n, _ in c["after"]]
+    for dsn in pair[:2]:
+        with psycopg.connect(dsn) as conn:
+            assert _sums(conn) == _recounted_sums(dsn)
+    assert _state(pair[0]) == _state(pair[1])
