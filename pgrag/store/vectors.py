@@ -3,8 +3,10 @@ run finds still missing.
 
 A version's chunks commit first with the vectors already known (store/documents); the
 others are written here, all of a document's at once, in one short transaction that also
-recounts `documents.vectors_pending`. Vectors go over the wire in binary (pgvector's binary
-dumper): the text form costs a float-to-string conversion per dimension on the event loop.
+recounts `documents.vectors_pending`. Vectors go over the wire as one binary `vector[]`
+packed by numpy in a worker thread: pgvector's text form costs ~2.7 ms of event-loop time
+per 384-dimension vector (a 50 MB file: minutes of a frozen server), its binary dumper
+~30 us (still a second for 35,000 chunks); packed, the loop only copies one buffer.
 
 The per-language sums (migration 0016) hold, per set and language, the sum of each
 document's mean vector, added by one statement per document. So that a document written in
@@ -16,12 +18,16 @@ pgrag.write_language_sums around it.
 
 from __future__ import annotations
 
+import asyncio
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
 import psycopg
+from psycopg.adapt import Buffer, Dumper
+from psycopg.pq import Format
 
 # the per-language vector sums (sql/functions/30_semantic.sql; a no-op where triggers keep them)
 LANGUAGE_SUMS_SQL = "SELECT pgrag.write_language_sums(%s, %s, %s)"
@@ -109,6 +115,40 @@ class WaitingDocument:
     path: str
 
 
+@dataclass(frozen=True)
+class PackedVectors:
+    """A `vector[]` already in PostgreSQL's binary array form."""
+
+    data: bytes
+
+
+class _PackedDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: PackedVectors) -> Buffer:
+        return obj.data
+
+
+def pack_vectors(vectors: Sequence[np.ndarray], element_oid: int) -> PackedVectors:
+    """The binary array: header, then per element its length and pgvector's binary form
+    (int16 dimensions, int16 unused, big-endian float4s)."""
+    m = np.ascontiguousarray(np.stack(vectors), dtype=">f4")
+    n, dim = m.shape
+    rows = np.empty((n, 8 + 4 * dim), dtype=np.uint8)
+    rows[:, :8] = np.frombuffer(struct.pack(">ihh", 4 + 4 * dim, dim, 0), dtype=np.uint8)
+    rows[:, 8:] = m.view(np.uint8).reshape(n, 4 * dim)
+    return PackedVectors(struct.pack(">iiIii", 1, 0, element_oid, n, 1) + rows.tobytes())
+
+
+async def _packed(conn: psycopg.AsyncConnection, vectors: Sequence[np.ndarray]) -> PackedVectors:
+    info = conn.adapters.types.get("vector")  # registered by pgvector on every pooled connection
+    if info is None or not info.array_oid:
+        raise psycopg.ProgrammingError("the vector type is not registered on this connection")
+    dumper = type("VectorArrayDumper", (_PackedDumper,), {"oid": info.array_oid})
+    conn.adapters.register_dumper(PackedVectors, dumper)
+    return await asyncio.to_thread(pack_vectors, vectors, info.oid)
+
+
 async def insert_vectors(
     conn: psycopg.AsyncConnection,
     ids: tuple[int, int, UUID],
@@ -118,9 +158,9 @@ async def insert_vectors(
 ) -> None:
     """One statement for a document's vectors (ids: collection, set, document)."""
     collection_id, set_id, document_id = ids
+    packed = await _packed(conn, vectors)
     await conn.execute(
-        INSERT_SQL,
-        (collection_id, set_id, document_id, list(chunk_ids), list(vectors), list(langs)),
+        INSERT_SQL, (collection_id, set_id, document_id, list(chunk_ids), packed, list(langs))
     )
 
 
