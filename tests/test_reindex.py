@@ -196,10 +196,11 @@ async def test_the_switch_waits_for_a_document_write_and_embeds_it(
 async def test_an_ingester_still_on_the_old_model_writes_nothing_after_the_switch(
     dsn: str, tmp_path: Path
 ) -> None:
-    """An ingestion that embedded a file with the old model before a reindex switched the
-    collection must not write it into the retired set (invisible to searches): the file ends
-    pending with a clear error, nothing of it is written, and every chunk of the collection
-    has a vector in the active set."""
+    """An ingestion still embedding a file with the old model when a reindex switches the
+    collection writes no vector into the retired set (invisible to searches). Its chunks
+    were written before (two-phase ingestion), so the reindex embedded them into the new
+    set: the file ends added, nothing waits, and every chunk of the collection has a
+    vector in the active set."""
     folder = write_notes(tmp_path / "kb", NOTES)
     async with collection_c(dsn, folder) as pool:
         write_notes(folder, dict([EXTRA]))
@@ -211,17 +212,27 @@ async def test_an_ingester_still_on_the_old_model_writes_nothing_after_the_switc
         old_model.resume.set()
         summary = await asyncio.wait_for(ingesting, 120)
 
-        failed = [r for r in summary.results if r.path == EXTRA[0]]
-        assert failed and failed[0].outcome == "pending", summary.results
-        assert "reindexed" in (failed[0].error or "") and "hash/384" in (failed[0].error or "")
+        added = [r for r in summary.results if r.path == EXTRA[0]]
+        assert added and added[0].outcome == "added" and not added[0].error, summary.results
+        assert added[0].vectors_pending == 0
         status = await fetch(
-            pool, "SELECT status, error_detail FROM pgrag.documents WHERE name = %s", (EXTRA[0],)
+            pool,
+            "SELECT status, error_detail, vectors_pending FROM pgrag.documents WHERE name = %s",
+            (EXTRA[0],),
         )
-        assert status[0][0] == "pending" and "reindexed" in status[0][1]
+        assert status == [("ready", None, 0)]
         contents = [c[2] for c in await fetch(pool, CHUNKS_SQL)]
-        assert not any(EXTRA[1] in c for c in contents)
+        assert any(EXTRA[1] in c for c in contents)
         chunk_count = len(contents)
         assert await fetch(pool, SET_ROWS_SQL, (result.set_id,)) == [(chunk_count, chunk_count)]
+        # the old model's vectors of the new file went nowhere
+        retired = await fetch(
+            pool,
+            "SELECT count(*) FROM pgrag.embeddings e JOIN pgrag.chunks c ON c.id = e.chunk_id"
+            " WHERE e.set_id = %s AND c.content LIKE %s",
+            (result.previous_set_id, f"%{EXTRA[1]}%"),
+        )
+        assert retired == [(0,)]
 
 
 async def test_an_interrupted_reindex_resumes_where_it_stopped(dsn: str, tmp_path: Path) -> None:

@@ -90,14 +90,11 @@ def ingest(
                         bar.update(task, current=ev.path[-50:])
                     elif ev.kind == "ocr":
                         bar.update(task, current=f"{ev.path[-40:]} OCR {ev.done}/{ev.total} pages")
-                    elif ev.kind == "vectors":  # files are searchable by keyword before this
-                        bar.update(
-                            vectors,
-                            total=ev.total,
-                            completed=ev.done,
-                            visible=True,
-                            current=ev.path[-50:],
-                        )
+                    elif ev.kind == "embed":  # searchable by keyword already
+                        where = f"{ev.path[-40:]} {ev.done}/{ev.total} chunks"
+                        bar.update(vectors, current=where, visible=True)
+                    elif ev.kind == "vectors":
+                        bar.update(vectors, total=ev.total, completed=ev.done, visible=True)
                     elif (
                         ev.kind == "file_done"
                         and ev.result

@@ -63,6 +63,7 @@ class IngestSummary:
 @dataclass(frozen=True)
 class IngestEvent:
     # "scan" | "file_start" | "ocr" (pages) | "file_done" (keyword-searchable) |
+    # "embed" (a document's chunks handed to the model) |
     # "vectors" (chunks of the run embedded and written, of those queued so far)
     kind: str
     path: str = ""

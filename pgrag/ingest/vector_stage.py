@@ -120,6 +120,10 @@ class VectorStage:
                 batch.append((doc, doc.chunks[doc.taken]))
                 doc.taken += 1
         batch.sort(key=lambda item: item[1].tokens)
+        for doc in {id(d): d for d, _ in batch}.values():
+            self.report(
+                IngestEvent("embed", doc.result.path, total=len(doc.chunks), done=doc.taken)
+            )
         try:
             vectors, computed = await self._embed([c.text for _, c in batch])
         except Exception as exc:
@@ -169,6 +173,12 @@ class VectorStage:
             )
             await self._give_up(doc, error)
             return
+        if pending is None:  # deleted meanwhile (e.g. by the REST API)
+            doc.result.outcome, doc.result.error_code = Outcome.FAILED, str(ErrorCode.NOT_FOUND)
+            doc.result.error = (
+                "the document was deleted while its vectors were computed; ingest the file "
+                "again to add it back"
+            )
         doc.result.vectors_pending = pending or 0
         self.done += len(doc.chunks)
         self.report(IngestEvent("vectors", doc.result.path, total=self.total, done=self.done))
