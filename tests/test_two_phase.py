@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from tests.conftest import pgrag_cmd
 from tests.support.fake_embeddings import Behaviour, fake_embedding_server
+from tests.support.servers import free_port, wait_http
 
 pytestmark = pytest.mark.anyio
 
@@ -348,3 +350,68 @@ def test_sigkill_between_the_phases_loses_nothing_and_the_next_run_embeds_the_re
         (sum(r[1] for r in killed.values()),)
     ]  # the chunks were not rewritten: the files were unchanged
     assert_sums_exact(dsn)
+
+
+# ------------------------------------------------------------------ a large watched file
+
+
+def test_a_large_watched_file_never_stalls_healthz(dsn: str, tmp_path: Path) -> None:
+    """`pgrag serve --watch` ingesting a 1.5 MB text (about 1,000 chunks): language
+    detection and the vectors' encoding run off the event loop, so /healthz answers every
+    poll (before, the loop was blocked for seconds: ~10 ms per chunk to detect its
+    language, ~3 ms to print each vector as text)."""
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    port = free_port()
+    proc = subprocess.Popen(
+        pgrag_cmd(
+            "--database-url",
+            dsn,
+            "--embedding-model",
+            HASH,
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--watch",
+            str(watched),
+        ),
+        env={**os.environ, "PGRAG_COLLECTION": "kb"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    healthz = f"http://127.0.0.1:{port}/healthz"
+    try:
+        wait_http(healthz)
+        staged = tmp_path / "big.txt"
+        with staged.open("w", encoding="utf-8") as f:
+            for i in range(2400):
+                f.write(f"Section {i}: " + "Ledger entries are reconciled every month. " * 14)
+                f.write("\n\n")
+        staged.rename(watched / "big.txt")
+        polls, missed = 0, []
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            done = _query(
+                dsn,
+                "SELECT 1 FROM pgrag.documents WHERE path = 'big.txt' AND status = 'ready'"
+                " AND vectors_pending = 0",
+            )
+            if done:
+                break
+            try:
+                with urllib.request.urlopen(healthz, timeout=2) as r:
+                    assert r.status == 200
+            except OSError as exc:
+                missed.append(repr(exc))
+            polls += 1
+            time.sleep(0.1)
+        assert done, "the watched file was not ingested"
+        assert polls > 10, "ingestion ended before /healthz was polled during it"
+        assert not missed, f"{len(missed)} of {polls} /healthz polls got no answer: {missed[:3]}"
+        chunks = _query(dsn, "SELECT count(*) FROM pgrag.chunks")[0][0]
+        assert chunks > 800
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)

@@ -263,14 +263,18 @@ async def _write_units(
     return unit_ids
 
 
+def _languages(chunks: list[ChunkRow]) -> list[str]:
+    """Each chunk's language: milliseconds of CPU per chunk, so run in a worker thread and
+    before the version's transaction (a large file neither stalls the server nor holds
+    its locks meanwhile)."""
+    return [detect_language(c.draft.content) for c in chunks]
+
+
 def _chunk_params(
-    ids: tuple[UUID, int], unit_ids: list[int], chunks: list[ChunkRow]
-) -> tuple[tuple[Any, ...], list[str]]:
-    """The chunk insert's arrays and the chunks' languages: CPU work (language detection of
-    every chunk), run off the event loop so that a large file does not stall the server."""
+    ids: tuple[UUID, int], unit_ids: list[int], chunks: list[ChunkRow], langs: list[str]
+) -> tuple[Any, ...]:
     document_id, collection_id = ids
-    langs = [detect_language(c.draft.content) for c in chunks]
-    params = (
+    return (
         document_id,
         collection_id,
         [unit_ids[c.unit_index] for c in chunks],
@@ -289,7 +293,6 @@ def _chunk_params(
         [c.slide for c in chunks],
         langs,
     )
-    return params, langs
 
 
 async def _write_chunks(
@@ -298,15 +301,14 @@ async def _write_chunks(
     unit_ids: list[int],
     chunks: list[ChunkRow],
     vectors: Sequence[np.ndarray | None],
+    langs: list[str],
 ) -> list[int]:
     """Insert a version's chunks and the vectors already known (ids: collection, document,
     set), add those to the per-language sums; the chunks' ids, in order."""
     collection_id, document_id, set_id = ids
     if not chunks:
         return []
-    params, langs = await asyncio.to_thread(
-        _chunk_params, (document_id, collection_id), unit_ids, chunks
-    )
+    params = _chunk_params((document_id, collection_id), unit_ids, chunks, langs)
     cur = await conn.execute(INSERT_CHUNKS_SQL, params)
     by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
     chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
@@ -340,6 +342,7 @@ async def write_version(
     written, when the document was deleted meanwhile (e.g. by the REST API while its new
     version was being prepared); EmbeddingSetChanged, with nothing written, when a reindex
     switched the collection to another model meanwhile."""
+    langs = await asyncio.to_thread(_languages, chunks)
     async with conn.transaction():
         if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
             return None
@@ -353,7 +356,7 @@ async def write_version(
         await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))
         unit_ids = await _write_units(conn, collection_id, document_id, units)
         chunk_ids = await _write_chunks(
-            conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors
+            conn, (collection_id, document_id, set_id), unit_ids, chunks, vectors, langs
         )
         await conn.execute(
             FINISH_SQL,
