@@ -264,10 +264,10 @@ def test_sigterm_mid_ingest_rolls_back_the_open_document_and_stops_postgres(
                 continue
             try:
                 with psycopg.connect(_embedded_dsn(home), autocommit=True) as conn:
-                    caught = bool(
+                    caught = bool(  # a document between its chunks and its vectors
                         conn.execute(
                             "SELECT 1 FROM pgrag.documents"
-                            " WHERE status = 'processing' AND progress > 0"
+                            " WHERE status = 'ready' AND vectors_pending > 0"
                         ).fetchall()
                     )
             except (psycopg.Error, IndexError, ValueError):  # starting, or not migrated yet
@@ -277,7 +277,7 @@ def test_sigterm_mid_ingest_rolls_back_the_open_document_and_stops_postgres(
         proc.kill()
         proc.communicate()
         raise
-    assert caught, "the run ended before a document was mid-embedding"
+    assert caught, "the run ended before a document waited for its vectors"
 
     _, err = _stop(proc)
 

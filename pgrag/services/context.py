@@ -92,12 +92,12 @@ async def open_context(
         )
         if watch:  # its first scan resumes the vectors earlier runs left missing
             await stack.enter_async_context(_watching(context, watch))
-        elif not read_only(settings, remote=False):
-            await stack.enter_async_context(_background(_resuming(context)))
         if settings.log_retention_days > 0:
             await stack.enter_async_context(
                 _background(prune_periodically(rt.db.pool, settings.log_retention_days))
             )
+        if not watch and not read_only(settings, remote=False):  # cancelled first on exit
+            await stack.enter_async_context(_background(_resuming(context)))
         yield context
 
 
