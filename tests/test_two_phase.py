@@ -7,6 +7,7 @@ killed between the phases, resumed by the next run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -333,6 +334,13 @@ def test_sigkill_between_the_phases_loses_nothing_and_the_next_run_embeds_the_re
         )
         assert hits == [("z_code.txt",)]
         assert_sums_exact(dsn)
+        status = subprocess.run(
+            _cli(dsn, "status", "--json"), env=_env(base), capture_output=True, text=True
+        )
+        report = json.loads(status.stdout)
+        waiting = sorted(w["path"] for w in report["waiting_for_vectors"])
+        assert waiting == sorted(p for p, r in killed.items() if r[3]), report
+        assert report["vectors_pending"]["chunks"] == sum(r[3] for r in killed.values())
 
         slow.delay_s = 0.0
         final = subprocess.run(
