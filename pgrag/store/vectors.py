@@ -40,9 +40,12 @@ FROM unnest(%s::bigint[], %b::vector[], %s::text[]) AS e(chunk_id, embedding, la
 """
 
 LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
-# key share, as a version's write takes it: a reindex switch waits for this write or has
-# happened, and then these vectors belong to a set no search uses
-ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR KEY SHARE"
+# No lock on the collection row (a version's write takes key share): on Citus that lock on
+# a reference table deadlocks with a version written at the same time. None is needed: a
+# reindex switch fills every chunk into the new set and zeroes vectors_pending (waiting for
+# this document's row lock), so these vectors land in the set read here, or in a retired
+# one no search uses.
+ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s"
 # the chunks still there: a newer version may have replaced them meanwhile
 LIVE_SQL = """
 SELECT id, lang FROM pgrag.chunks
@@ -178,7 +181,7 @@ async def write_vectors(
 ) -> int | None:
     """Add a document's computed vectors (by chunk id) for its chunks that still exist, in
     one transaction; the chunks still without a vector after it (None: the document is
-    gone). A reindex that switched sets meanwhile has embedded every chunk already: the
+    gone). A reindex that switched sets before has embedded every chunk already: the
     vectors are dropped and the count taken against the new set."""
     collection_id, set_id, document_id = ids
     async with conn.transaction():
