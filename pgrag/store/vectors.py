@@ -134,13 +134,21 @@ class _PackedDumper(Dumper):
 
 def pack_vectors(vectors: Sequence[np.ndarray], element_oid: int) -> PackedVectors:
     """The binary array: header, then per element its length and pgvector's binary form
-    (int16 dimensions, int16 unused, big-endian float4s)."""
+    (int16 dimensions, int16 unused, big-endian float4s). Vectors of several sizes (a
+    provider that changed) are sent as they are, for the set's index to refuse."""
+    header = struct.pack(">iiIii", 1, 0, element_oid, len(vectors), 1)
+    if len({len(v) for v in vectors}) > 1:
+        return PackedVectors(header + b"".join(map(_element, vectors)))
     m = np.ascontiguousarray(np.stack(vectors), dtype=">f4")
     n, dim = m.shape
     rows = np.empty((n, 8 + 4 * dim), dtype=np.uint8)
     rows[:, :8] = np.frombuffer(struct.pack(">ihh", 4 + 4 * dim, dim, 0), dtype=np.uint8)
     rows[:, 8:] = m.view(np.uint8).reshape(n, 4 * dim)
-    return PackedVectors(struct.pack(">iiIii", 1, 0, element_oid, n, 1) + rows.tobytes())
+    return PackedVectors(header + rows.tobytes())
+
+
+def _element(v: np.ndarray) -> bytes:
+    return struct.pack(">ihh", 4 + 4 * len(v), len(v), 0) + np.asarray(v, dtype=">f4").tobytes()
 
 
 async def _packed(conn: psycopg.AsyncConnection, vectors: Sequence[np.ndarray]) -> PackedVectors:
