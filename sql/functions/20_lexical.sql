@@ -247,6 +247,54 @@ LANGUAGE sql STABLE ROWS 100 AS $$
     FROM closeness c
 $$;
 
+-- Pass 1: the postings of the generating terms in the collections searched give each term's
+-- df (so its idf) and each chunk holding one a presence score, the sum of their idf; the
+-- best `top` by presence in scope (collections, filters) are the candidates. One row: the
+-- query's terms, lexemes and idf (numbered rarest first: pgrag.bm25_terms), the candidates'
+-- ids, and how many chunks hold a generating term in the collections searched.
+CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
+    tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
+    candidate_budget float8, collection_ids bigint[], filters jsonb, top int
+) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
+LANGUAGE sql STABLE AS $$
+    WITH query_terms AS MATERIALIZED (
+        SELECT * FROM pgrag.bm25_terms(tsq, searched, chunks, table_stats, candidate_budget)
+    ),
+    postings AS MATERIALIZED (
+        SELECT p.* FROM pgrag.term_postings(
+            ARRAY(SELECT t.term FROM query_terms t WHERE t.generates ORDER BY t.i),
+            ARRAY(SELECT t.i FROM query_terms t WHERE t.generates ORDER BY t.i), searched) p
+    ),
+    counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
+    term_idf AS MATERIALIZED (
+        SELECT t.i, t.term, t.lexeme,
+               pgrag.bm25_idf(chunks, CASE WHEN t.generates THEN coalesce(d.df, 0)
+                                           ELSE least(t.est_df, chunks) END) AS idf
+        FROM query_terms t LEFT JOIN counted_df d ON d.i = t.i
+    ),
+    presence AS MATERIALIZED (
+        SELECT p.id, p.collection_id, p.document_id, sum(ti.idf) AS presence
+        FROM postings p JOIN term_idf ti ON ti.i = p.i
+        GROUP BY p.id, p.collection_id, p.document_id
+    ),
+    in_scope AS MATERIALIZED (
+        SELECT p.id, p.presence FROM presence p
+        WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
+          AND (filters IS NULL OR filters = '{}'::jsonb
+               OR p.document_id IN (
+                   SELECT d.id FROM pgrag.documents d
+                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
+                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
+                                                     d.created_at, d.submitter, d.author,
+                                                     d.tags, filters)))
+    )
+    SELECT (SELECT array_agg(t.term ORDER BY t.i) FROM term_idf t),
+           (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
+           (SELECT array_agg(t.idf ORDER BY t.i) FROM term_idf t),
+           ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id LIMIT top),
+           (SELECT count(*) FROM presence)
+$$;
+
 -- The lexical pool: the pool_size best chunks by BM25 in the collections searched, with
 -- their coverage (the idf of their matched terms over that of all query terms) and
 -- proximity. NULL arguments take pgrag.fusion_defaults(); proximity_width 0: none.
@@ -277,6 +325,7 @@ DECLARE
     searched bigint[];  -- the collections whose statistics count (NULL: every collection)
     chunks float8;      -- BM25's N
     width int := 0;     -- positions per proximity window (0: none)
+    pass1 record;       -- pgrag.bm25_candidates
 BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
@@ -295,65 +344,32 @@ BEGIN
         -- a window holds proximity_width positions, or twice the query's terms when more
         SELECT greatest(proximity_width, 2 * count(*)) INTO width FROM pgrag.query_terms(tsq);
     END IF;
+    SELECT * INTO pass1
+    FROM pgrag.bm25_candidates(tsq, searched, chunks, readable IS NULL, candidate_budget,
+                               collection_ids, filters, greatest(rescore_size, pool_size));
     RETURN QUERY
-    WITH terms AS MATERIALIZED (
-        SELECT * FROM pgrag.bm25_terms(tsq, searched, chunks, readable IS NULL, candidate_budget)
-    ),
-    -- pass 1: postings of the generating terms in the collections searched
-    postings AS MATERIALIZED (
-        SELECT p.* FROM pgrag.term_postings(
-            ARRAY(SELECT t.term FROM terms t WHERE t.generates ORDER BY t.i),
-            ARRAY(SELECT t.i FROM terms t WHERE t.generates ORDER BY t.i), searched) p
-    ),
-    counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
-    term_idf AS MATERIALIZED (
-        SELECT t.i, pgrag.bm25_idf(chunks, CASE WHEN t.generates THEN coalesce(d.df, 0)
-                                                ELSE least(t.est_df, chunks) END) AS idf
-        FROM terms t LEFT JOIN counted_df d ON d.i = t.i
-    ),
-    presence AS MATERIALIZED (
-        SELECT p.id, p.collection_id, p.document_id, sum(ti.idf) AS presence
-        FROM postings p JOIN term_idf ti ON ti.i = p.i
-        GROUP BY p.id, p.collection_id, p.document_id
-    ),
-    in_scope AS MATERIALIZED (
-        SELECT p.id, p.presence FROM presence p
-        WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
-          AND (filters IS NULL OR filters = '{}'::jsonb
-               OR p.document_id IN (
-                   SELECT d.id FROM pgrag.documents d
-                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
-                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
-                                                     d.created_at, d.submitter, d.author,
-                                                     d.tags, filters)))
-    ),
-    -- pass 2: the best by presence get every term ranked
-    rescored AS MATERIALIZED (
-        SELECT r.* FROM (
-            SELECT ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id
-                         LIMIT greatest(rescore_size, pool_size)) AS ids,
-                   ARRAY(SELECT t.term FROM terms t ORDER BY t.i) AS terms) a,
-            pgrag.bm25_term_ranks(a.ids, collection_ids, a.terms, tsq, plain) r
+    -- pass 2: the candidates get every term ranked
+    WITH rescored AS MATERIALIZED (
+        SELECT r.* FROM pgrag.bm25_term_ranks(pass1.ids, collection_ids, pass1.terms, tsq, plain) r
     ),
     fallback AS MATERIALIZED (
         SELECT f.* FROM pgrag.lexical_fallback_in(
-            tsq, ARRAY(SELECT t.term FROM terms t ORDER BY t.i), collection_ids, filters,
-            ARRAY(SELECT id FROM rescored), 10 * pool_size, readable) f
+            tsq, pass1.terms, collection_ids, filters, ARRAY(SELECT id FROM rescored),
+            10 * pool_size, readable) f
         WHERE (SELECT count(*) FROM rescored) < pool_size
-          AND (SELECT count(*) FROM rescored) < (SELECT count(*) FROM presence)
+          AND (SELECT count(*) FROM rescored) < pass1.found
     ),
     ranked_terms AS (SELECT * FROM rescored UNION ALL SELECT * FROM fallback),
     query_idf AS (
-        SELECT array_agg(ti.idf ORDER BY ti.i) AS idf, sum(ti.idf) AS total,
+        SELECT (SELECT sum(x) FROM unnest(pass1.idf) x) AS total,
                (SELECT avg(len) FROM ranked_terms)::float8 AS avg_len
-        FROM term_idf ti
     ),
     scored AS (
         SELECT x.id, x.document_id, s.score, s.matched, s.matched / qi.total AS coverage
         FROM ranked_terms x, query_idf qi, LATERAL (
-            SELECT sum(pgrag.bm25_score(u.tf, qi.idf[u.i], x.len, qi.avg_len, bm25_k1, bm25_b))
+            SELECT sum(pgrag.bm25_score(u.tf, pass1.idf[u.i], x.len, qi.avg_len, bm25_k1, bm25_b))
                        AS score,
-                   sum(qi.idf[u.i]) AS matched
+                   sum(pass1.idf[u.i]) AS matched
             FROM (SELECT t.i, pgrag.term_frequency(t.rk) AS tf
                   FROM unnest(x.r) WITH ORDINALITY AS t(rk, i) WHERE t.rk > 0) u) s
     ),
@@ -367,12 +383,10 @@ BEGIN
         SELECT c.* FROM (
             SELECT array_agg(x.id ORDER BY x.rank) AS ids,
                    array_agg(x.document_id ORDER BY x.rank) AS document_ids,
-                   array_agg(x.matched ORDER BY x.rank) AS matched,
-                   (SELECT array_agg(t.lexeme ORDER BY t.i) FROM terms t) AS lexemes
+                   array_agg(x.matched ORDER BY x.rank) AS matched
             FROM pool x) a,
-            query_idf qi,
-            pgrag.bm25_proximity(a.ids, a.document_ids, a.matched, a.lexemes, qi.idf, width,
-                                 collection_ids) c
+            pgrag.bm25_proximity(a.ids, a.document_ids, a.matched, pass1.lexemes, pass1.idf,
+                                 width, collection_ids) c
     )
     SELECT p.id, p.score, p.coverage, p.rank, coalesce(c.proximity, 1.0)
     FROM pool p LEFT JOIN proximity c ON c.id = p.id
