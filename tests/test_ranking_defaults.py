@@ -41,9 +41,7 @@ LANGUAGE sql IMMUTABLE AS $$
 $$
 """
 SCORES_SQL = "SELECT chunk_id, lexical_score FROM pgrag.explain_search(%s) ORDER BY rank"
-TODAY_SQL = (
-    "SELECT chunk_id, lexical_score FROM pgrag.hybrid_search(%s, NULL, 10) ORDER BY rank"
-)
+TODAY_SQL = "SELECT chunk_id, lexical_score FROM pgrag.hybrid_search(%s, NULL, 10) ORDER BY rank"
 
 
 async def _logged_search(dsn: str, folder: Path) -> tuple[int, dict[int, float | None]]:
