@@ -48,10 +48,9 @@
 
 -- A query's tsquery. websearch_to_tsquery would turn a compound ("IL-1",
 -- "pattern-recognition") into a phrase ('il' <-> '-1'), making an otherwise OR-ed query a
--- phrase query: BM25 candidates had to contain the exact compound, most were dropped, and
--- the fallback then scored up to 10 x pool_size more chunks (20-30 ms instead of ~5 ms for
--- one SciFact query in three). Plain queries are therefore OR-ed term by term; quoted
--- phrases and negations keep websearch's semantics.
+-- phrase query: BM25 candidates would have to contain the exact compound, and the fallback
+-- would score up to 10 x pool_size more chunks. Plain queries are therefore OR-ed term by
+-- term; quoted phrases and negations keep websearch's semantics.
 CREATE OR REPLACE FUNCTION pgrag.lexical_query(q text) RETURNS tsquery
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
