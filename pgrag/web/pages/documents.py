@@ -1,0 +1,90 @@
+"""Documents: browse by collection, folder, status and type; one page per document with
+its metadata, outline, text by unit, chunks and failure; deletion where writes are on."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Form, Query
+from fastapi.responses import RedirectResponse, Response
+
+from pgrag.db.scope import scoped_connection
+from pgrag.errors import ErrorCode, Forbidden, PgragError
+from pgrag.services import documents as docs
+from pgrag.services.context import require_remote_writes
+from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.web.core import View, html_errors, view_of
+from pgrag.web.session import csrf_ok
+
+router = APIRouter(include_in_schema=False)
+Page = Annotated[View, Depends(view_of)]
+PAGE_SIZE = 50
+STATUSES = ("pending", "processing", "ready", "failed")
+
+
+def _collections(caller_scope: list[str] | None, collection: str | None) -> list[str] | None:
+    """The collections to list: the one asked for, inside the caller's scope."""
+    if not collection:
+        return caller_scope
+    if caller_scope is not None and collection not in caller_scope:
+        raise PgragError(
+            f"collection '{collection}' is outside this key's scope", code=ErrorCode.FORBIDDEN
+        )
+    return [collection]
+
+
+@router.get("/console/documents")
+@html_errors
+async def documents_page(
+    view: Page,
+    collection: Annotated[str | None, Query(max_length=200)] = None,
+    folder: Annotated[str | None, Query(max_length=1000)] = None,
+    file_type: Annotated[str | None, Query(max_length=20)] = None,
+    status: Literal["", "pending", "processing", "ready", "failed"] = "",
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> Response:
+    listed = _collections(view.scope, collection)
+    async with scoped_connection(view.context.pool, view.scope) as conn:
+        rows = await docs.list_documents(
+            conn,
+            listed,
+            folder=folder or None,
+            file_type=file_type or None,
+            status=status or None,
+            offset=offset,
+            limit=PAGE_SIZE + 1,
+        )
+        folders = await docs.list_folders(conn, listed)
+    form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
+    return view.page(
+        "documents.html",
+        nav="documents",
+        rows=rows[:PAGE_SIZE],
+        more=len(rows) > PAGE_SIZE,
+        offset=offset,
+        page_size=PAGE_SIZE,
+        form={**form, "status": status},
+        statuses=STATUSES,
+        folders=folders,
+        deleted=view.request.query_params.get("deleted") == "1",
+    )
+
+
+@router.get("/console/documents/{document_id}")
+@html_errors
+async def document_page(view: Page, document_id: str) -> Response:
+    doc = await document_view(view.context.pool, document_id, view.scope)
+    return view.page("document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS)
+
+
+@router.post("/console/documents/{document_id}/delete")
+@html_errors
+async def delete(
+    view: Page, document_id: str, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Response:
+    if not csrf_ok(None if view.fresh else view.session, csrf):
+        raise Forbidden("missing or wrong CSRF token: reload the page and try again")
+    scope = view.scope
+    require_remote_writes(view.console.settings)
+    await docs.delete_document(view.context.pool, scope, document_id)
+    return RedirectResponse("/console/documents?deleted=1", status_code=303)
