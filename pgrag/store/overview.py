@@ -29,7 +29,7 @@ ORDER BY c.name
 DATABASE_SIZE_SQL = "SELECT pg_database_size(current_database())"
 EXPLAIN_PARTS_SQL = "SELECT * FROM pgrag.explain_parts(%s)"
 # what "Copy as SQL" gives: the logged search replayed in psql, ranked as it was
-REPRODUCE_SQL = """SELECT rank, document_path, location, lexical_rank, lexical_score,
+REPRODUCE_SQL = """SELECT rank, chunk_id, document_path, location, lexical_rank, lexical_score,
        semantic_rank, semantic_score, fused_score, lexical_share, query_lang, chunk_lang
 FROM pgrag.explain_search({log_id})
 ORDER BY rank;"""
