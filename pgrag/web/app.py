@@ -14,7 +14,7 @@ from pgrag.errors import ErrorCode
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
 from pgrag.web.core import Console
-from pgrag.web.pages import auth, documents, overview, search
+from pgrag.web.pages import auth, documents, evaluation, overview, search
 from pgrag.web.session import KeyLike, Sessions
 
 STATIC = Path(__file__).parent / "static"
@@ -36,6 +36,12 @@ def mount(
 ) -> None:
     sessions = Sessions(keys, loopback=loopback)
     app.state.console = Console(settings, sessions, shared, error_status)
-    for router in (overview.router, auth.router, search.router, documents.router):
+    for router in (
+        overview.router,
+        auth.router,
+        search.router,
+        documents.router,
+        evaluation.router,
+    ):
         app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -97,6 +97,17 @@ EN = {
     "tokens": "Tokens",
     "error": "Error",
     "truncated": "Only the first {n} shown.",
+    "evaluation": "Evaluation",
+    "eval_queries": "Queries, one JSON object a line (the pgrag eval format)",
+    "eval_file": "or a JSONL file",
+    "run_eval": "Run",
+    "categories": "Categories",
+    "category": "Category",
+    "language_pairs": "Language pairs (query → document)",
+    "misses": "Misses (expected document not first)",
+    "no_misses": "None.",
+    "missing_documents": "Expected documents not found",
+    "expected": "expected",
 }
 
 ZH = {
@@ -185,6 +196,17 @@ ZH = {
     "tokens": "令牌",
     "error": "错误",
     "truncated": "仅显示前 {n} 条。",
+    "evaluation": "评测",
+    "eval_queries": "查询,每行一个 JSON 对象(pgrag eval 格式)",
+    "eval_file": "或上传 JSONL 文件",
+    "run_eval": "运行",
+    "categories": "类别",
+    "category": "类别",
+    "language_pairs": "语言对(查询 → 文档)",
+    "misses": "未命中(期望文档未排第一)",
+    "no_misses": "无。",
+    "missing_documents": "未找到的期望文档",
+    "expected": "期望",
 }
 
 MESSAGES: dict[Lang, dict[str, str]] = {Lang.EN: EN, Lang.ZH: ZH}
