@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -19,6 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page
 
+from tests.conftest import pgrag_cmd
 from tests.support.browser import Tab, chromium, tab
 from tests.support.kb_server import (
     BULK_COLLECTION,
@@ -29,12 +32,15 @@ from tests.support.kb_server import (
     SCOPED_KEY,
     HttpServer,
     KnowledgeBase,
+    child_env,
 )
 
 pytest_plugins = ("tests.support.kb_server",)
 
 BUDGET = "Finance/2024/Q1/Q1_Budget.xlsx"
+VENDOR = "Legal/Acme_Vendor_Agreement.pdf"
 QUERY = {"q": "quarterly revenue budget", "mode": "hybrid", "limit": "5", "collection": "kb"}
+SAVED = {"q": "limitation of liability", "mode": "hybrid", "limit": "3"}
 LEGS = ("lexical_rank", "lexical_score", "semantic_rank", "semantic_score", "fused_score")
 
 
@@ -256,6 +262,8 @@ def test_sign_in_cookie_headers_and_language(browser: Browser, kb_http: HttpServ
         t.page.get_by_label("API 密钥").fill("not-a-key")
         t.page.get_by_role("button", name="登录").click()
         assert t.page.locator("#login-error").inner_text() == "密钥无效。"
+        # the refused sign-in answers 401: the one console error of this page
+        assert len(t.errors) == 1 and "401" in t.errors.pop()
         t.page.get_by_label("API 密钥").fill(FULL_KEY)
         t.page.get_by_role("button", name="登录").click()
         t.page.wait_for_url(kb_http.base + "/")
@@ -273,3 +281,73 @@ def test_sign_in_cookie_headers_and_language(browser: Browser, kb_http: HttpServ
         t.page.keyboard.press("Tab")
         assert t.page.evaluate("document.activeElement.className") == "skip"
         assert t.errors == []
+
+
+def test_an_evaluation_run_scores_a_set_and_links_its_misses(
+    browser: Browser, kb_http: HttpServer
+) -> None:
+    lines = [
+        {"query": "limitation of liability", "document": VENDOR, "category": "legal"},
+        {"query": "limitation of liability", "document": OTHER_PATH, "category": "elsewhere"},
+    ]
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, FULL_KEY)
+        page = t.page
+        page.get_by_role("link", name="Evaluation").click()
+        page.get_by_label("Queries").fill("\n".join(json.dumps(line) for line in lines))
+        page.get_by_role("checkbox", name="hybrid").uncheck()
+        page.get_by_role("checkbox", name="semantic").check()
+        page.get_by_role("button", name="Run").click()
+        section = page.locator("section[data-mode=semantic]")
+        legal = section.locator("tr[data-row=legal] [data-metric='hit@1']")
+        assert legal.inner_text() == "1.000"
+        assert section.locator("tr[data-row=elsewhere] [data-metric='hit@3']").inner_text() == (
+            "0.000"
+        )
+        (miss,) = page.locator("#misses a").all()
+        miss.click()
+        page.wait_for_selector("li.hit")
+        assert page.get_by_label("Query").input_value() == "limitation of liability"
+        assert page.get_by_label("Mode").input_value() == "semantic"
+        assert t.errors == []
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, SCOPED_KEY)
+        assert t.page.get_by_role("link", name="Evaluation").count() == 0
+        response = t.page.goto(kb_http.base + "/console/eval")
+        assert response is not None and response.status == 403
+
+
+def test_a_saved_case_appears_in_evaluation_runs_of_console_and_cli(
+    browser: Browser, kb_http: HttpServer, kb: KnowledgeBase
+) -> None:
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, FULL_KEY)
+        page = t.page
+        page.goto(kb_http.base + "/console/search?" + urlencode(SAVED))
+        first = page.locator("li.hit").first
+        path = first.locator("h3 a").inner_text()
+        first.get_by_text("Save as evaluation case").click()
+        first.get_by_label("Evaluation set").fill("saved-from-playground")
+        first.get_by_role("button", name="Save").click()
+        page.wait_for_url("**/console/eval?set=saved-from-playground")
+        page.get_by_role("button", name="Run").click()
+        section = page.locator("section[data-mode=hybrid]")
+        assert section.locator("tr[data-row=all] td.num").first.inner_text() == "1"
+        assert section.locator("tr[data-row=all] [data-metric='hit@1']").inner_text() == "1.000"
+        assert t.errors == []
+    stored = kb.sql("SELECT query FROM pgrag.eval_cases WHERE set_name = 'saved-from-playground'")
+    ((case,),) = stored
+    assert case["query"] == SAVED["q"] and case["document"] == path and case["mode"] == "hybrid"
+    done = subprocess.run(
+        pgrag_cmd("--database-url", kb.dsn, "eval", "--set", "saved-from-playground", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    (outcome,) = json.loads(done.stdout)["queries"]
+    assert outcome["query"] == SAVED["q"] and outcome["rank"] == 1
+    assert kb.sql(
+        "SELECT count(*) FROM pgrag.eval_runs WHERE set_name = 'saved-from-playground'"
+    ) == [(2,)]

@@ -108,6 +108,14 @@ EN = {
     "no_misses": "None.",
     "missing_documents": "Expected documents not found",
     "expected": "expected",
+    "eval_set": "Evaluation set",
+    "eval_sets": "Stored evaluation sets",
+    "cases": "cases",
+    "last_run": "last run",
+    "earlier_runs": "Runs",
+    "when": "When",
+    "save_case": "Save as evaluation case",
+    "save": "Save",
 }
 
 ZH = {
@@ -207,6 +215,14 @@ ZH = {
     "no_misses": "无。",
     "missing_documents": "未找到的期望文档",
     "expected": "期望",
+    "eval_set": "评测集",
+    "eval_sets": "已保存的评测集",
+    "cases": "条用例",
+    "last_run": "上次运行",
+    "earlier_runs": "运行记录",
+    "when": "时间",
+    "save_case": "保存为评测用例",
+    "save": "保存",
 }
 
 MESSAGES: dict[Lang, dict[str, str]] = {Lang.EN: EN, Lang.ZH: ZH}
