@@ -211,6 +211,16 @@ def test_a_scoped_key_reaches_no_other_collection(
         assert docs <= {kb.id(OTHER_PATH)}
         activity = page.request.get(kb_http.base + "/console/activity.json").json()
         assert activity["total"] == 1
+        for ref in (hidden, BUDGET):  # as for a document that does not exist
+            status = page.request.get(
+                kb_http.base + "/console/status.json?" + urlencode({"document": ref})
+            )
+            assert status.json() == {"status": "waiting", "progress": 0}
+        saved = page.request.post(
+            kb_http.base + "/console/eval/cases",
+            form={"csrf": csrf_of(page), "set": "x", "query": "q", "document": BUDGET},
+        )
+        assert saved.status == 403
         page.goto(kb_http.base + "/console/doctor")
         assert page.locator("#doctor").count() == 0
 

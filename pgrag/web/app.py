@@ -14,7 +14,15 @@ from pgrag.errors import ErrorCode
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
 from pgrag.web.core import Console
-from pgrag.web.pages import auth, documents, eval_cases, evaluation, overview, search
+from pgrag.web.pages import (
+    auth,
+    documents,
+    eval_cases,
+    evaluation,
+    overview,
+    search,
+    upload,
+)
 from pgrag.web.session import KeyLike, Sessions
 
 STATIC = Path(__file__).parent / "static"
@@ -43,6 +51,7 @@ def mount(
         documents.router,
         evaluation.router,
         eval_cases.router,
+        upload.router,
     ):
         app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
@@ -57,7 +58,7 @@ class View:
     caller: Caller | None
     lang: Lang
     fresh: bool  # the session is new: the response sets its cookie
-    extra: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
 
     @property
     def context(self) -> AppContext:
@@ -89,6 +90,10 @@ class View:
         return self.keep(render.page(name, {**base, **values}, status))
 
     def keep(self, response: Response) -> Response:
+        """The response with the session cookie (when new) and the page's server time
+        (`Server-Timing`, what benchmarks/console.py reads)."""
+        elapsed_ms = (time.perf_counter() - self.started) * 1000
+        response.headers["Server-Timing"] = f"page;dur={elapsed_ms:.1f}"
         if self.fresh:
             set_session(self.request, response, self.console.sessions.dump(self.session))
         return response

@@ -116,6 +116,21 @@ EN = {
     "when": "When",
     "save_case": "Save as evaluation case",
     "save": "Save",
+    "upload": "Upload",
+    "upload_files": "Files",
+    "drop_here": "Drop files here, or choose them.",
+    "uploaded": "Uploaded",
+    "why_not": "Why not this document?",
+    "why_not_help": "document id, path or file name",
+    "why_shown": "It is result #{n}.",
+    "why_not_visible": "No such document for this key (another collection, or none):",
+    "why_status": "Not searchable yet:",
+    "why_filter": "Excluded by a filter:",
+    "why_no_match": "No chunk of it matches the query in this mode.",
+    "why_not_embedded": "Not embedded with the active model: no cosine score.",
+    "why_ranked_lower": "It matches, but its best chunk ranks below the last result shown.",
+    "why_best": "Its best chunk",
+    "why_last": "Last result shown",
 }
 
 ZH = {
@@ -223,6 +238,21 @@ ZH = {
     "when": "时间",
     "save_case": "保存为评测用例",
     "save": "保存",
+    "upload": "上传",
+    "upload_files": "文件",
+    "drop_here": "将文件拖放到此处,或点击选择。",
+    "uploaded": "已上传",
+    "why_not": "为什么没有这个文档?",
+    "why_not_help": "文档 ID、路径或文件名",
+    "why_shown": "它是第 {n} 条结果。",
+    "why_not_visible": "此密钥下没有该文档(属于其他集合或不存在):",
+    "why_status": "尚不可搜索:",
+    "why_filter": "被筛选条件排除:",
+    "why_no_match": "在此模式下没有分块与查询匹配。",
+    "why_not_embedded": "未用当前模型生成向量:没有余弦分数。",
+    "why_ranked_lower": "有匹配,但其最佳分块排在最后一条结果之后。",
+    "why_best": "其最佳分块",
+    "why_last": "最后一条结果",
 }
 
 MESSAGES: dict[Lang, dict[str, str]] = {Lang.EN: EN, Lang.ZH: ZH}

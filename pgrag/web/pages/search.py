@@ -16,11 +16,22 @@ from pgrag.search.models import Scope, SearchMode, SearchRequest
 from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
+from pgrag.web.pages.why_not import why_not
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
 
-FORM_FIELDS = ("q", "mode", "scope", "collection", "folder", "file_type", "limit", "max_tokens")
+FORM_FIELDS = (
+    "q",
+    "mode",
+    "scope",
+    "collection",
+    "folder",
+    "file_type",
+    "limit",
+    "max_tokens",
+    "why_not",
+)
 DEFAULTS = {"mode": "hybrid", "scope": "chunks", "limit": "10", "max_tokens": "4000"}
 EXPLAINED_MODES = ("hybrid", "semantic", "keyword", "exact")  # pgrag.explain_search replays
 
@@ -73,6 +84,8 @@ async def search_page(view: Page) -> Response:
             chart_max=max((p.fused_score for p in parts), default=0.0) or 1.0,
             sql=reproduce_sql(data.search_id),
         )
+    if form["why_not"]:
+        values["why"] = await why_not(view, req, data, form["why_not"])
     return view.page("search.html", **values)
 
 
