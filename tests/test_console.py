@@ -361,3 +361,26 @@ def test_a_saved_case_appears_in_evaluation_runs_of_console_and_cli(
     assert kb.sql(
         "SELECT count(*) FROM pgrag.eval_runs WHERE set_name = 'saved-from-playground'"
     ) == [(2,)]
+
+
+def test_the_why_not_panel_names_what_kept_a_document_out(
+    browser: Browser, kb_http: HttpServer, kb: KnowledgeBase
+) -> None:
+    def reasons(page: Page) -> list[str]:
+        return page.locator("#why-reasons li").evaluate_all("ls => ls.map(l => l.dataset.reason)")
+
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, FULL_KEY)
+        page = t.page
+        filtered = {"q": "limitation of liability", "file_type": "xlsx", "why_not": VENDOR}
+        page.goto(kb_http.base + "/console/search?" + urlencode(filtered))
+        assert reasons(page) == ["why_filter"]
+        assert page.locator("#why-legs").count() == 1  # its best chunk's scores all the same
+        assert t.errors == []
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, SCOPED_KEY)
+        for ref in (kb.id(VENDOR), "no-such-document.pdf"):  # hidden reads as absent
+            query = {"q": "limitation of liability", "why_not": ref}
+            t.page.goto(kb_http.base + "/console/search?" + urlencode(query))
+            assert reasons(t.page) == ["why_not_visible"]
+            assert t.page.locator("#why-legs").count() == 0

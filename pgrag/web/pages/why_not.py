@@ -69,7 +69,11 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
     out.best = page.data.results[0] if page.data.results else None
     if out.best is None:
         out.reasons.append(("why_no_match", ""))
-    elif out.best.explain and out.best.explain.semantic_score is None and req.normalised_mode != "keyword":
+    elif (
+        out.best.explain
+        and out.best.explain.semantic_score is None
+        and req.normalised_mode != "keyword"
+    ):
         out.reasons.append(("why_not_embedded", ""))
     if not out.reasons and out.shown_rank is None:
         out.reasons.append(("why_ranked_lower", ""))
