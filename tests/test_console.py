@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -384,3 +385,32 @@ def test_the_why_not_panel_names_what_kept_a_document_out(
             t.page.goto(kb_http.base + "/console/search?" + urlencode(query))
             assert reasons(t.page) == ["why_not_visible"]
             assert t.page.locator("#why-legs").count() == 0
+
+
+AXE_JS = Path(__file__).resolve().parent / "js" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def test_axe_core_finds_no_serious_violation(
+    browser: Browser, kb_http: HttpServer, kb: KnowledgeBase
+) -> None:
+    """WCAG 2 A/AA rules of axe-core (tests/js) on every main page, at both widths."""
+    assert AXE_JS.exists(), "run `npm --prefix tests/js ci` first"
+    pages = [
+        "/",
+        "/console/search?" + urlencode({**SAVED, "why_not": VENDOR}),
+        "/console/documents",
+        f"/console/documents/{kb.id(VENDOR)}",
+        "/console/eval",
+    ]
+    for width in (1280, 390):
+        with tab(browser, width=width, bypass_csp=True) as t:
+            sign_in(t, kb_http.base, FULL_KEY)
+            for path in pages:
+                t.page.goto(kb_http.base + path)
+                t.page.add_script_tag(path=str(AXE_JS))
+                found = t.page.evaluate(
+                    """async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']}))
+                        .violations.filter(v => ['serious', 'critical'].includes(v.impact))
+                        .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '))"""
+                )
+                assert found == [], (width, path, found)

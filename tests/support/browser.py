@@ -35,10 +35,15 @@ class Tab:
 
 @contextlib.contextmanager
 def tab(
-    browser: Browser, *, locale: str = "en-US", width: int = 1280, height: int = 900
+    browser: Browser,
+    *,
+    locale: str = "en-US",
+    width: int = 1280,
+    height: int = 900,
+    bypass_csp: bool = False,  # only to inject a test's own script (axe-core)
 ) -> Iterator[Tab]:
     context: BrowserContext = browser.new_context(
-        locale=locale, viewport={"width": width, "height": height}
+        locale=locale, viewport={"width": width, "height": height}, bypass_csp=bypass_csp
     )
     try:
         page = context.new_page()

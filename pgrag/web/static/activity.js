@@ -13,6 +13,22 @@
     return td;
   }
 
+  const seen = new Map(); // document_id -> [time, progress] of the first poll that saw it
+
+  // Time left at the rate this page has watched the document progress (no rate yet: blank).
+  function eta(r) {
+    const now = Date.now() / 1000;
+    const first = seen.get(r.document_id);
+    if (!first) {
+      seen.set(r.document_id, [now, r.progress || 0]);
+      return "";
+    }
+    const rate = ((r.progress || 0) - first[1]) / (now - first[0]);
+    if (!(rate > 0)) return "";
+    const left = Math.round((100 - (r.progress || 0)) / rate);
+    return left < 90 ? "~" + left + " s" : "~" + Math.round(left / 60) + " min";
+  }
+
   function render(report) {
     for (const el of document.querySelectorAll("[data-count]")) {
       el.textContent = String(report.counts[el.dataset.count] ?? 0);
@@ -21,7 +37,7 @@
     body.replaceChildren();
     if (rows.length === 0) {
       const td = cell(body.insertRow(), table.dataset.idle);
-      td.colSpan = 4;
+      td.colSpan = 5;
       return;
     }
     for (const r of rows) {
@@ -36,6 +52,7 @@
       bar.value = r.progress || 0;
       bar.textContent = Math.round(r.progress || 0) + "%";
       row.insertCell().append(bar);
+      cell(row, r.status === "failed" ? "" : eta(r));
       cell(row, [r.error_code, r.error_detail].filter(Boolean).join(" "));
     }
   }
