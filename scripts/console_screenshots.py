@@ -3,7 +3,8 @@
 Ingests examples/sample into a throw-away embedded PostgreSQL (the default local model),
 starts `pgrag serve --transport http` on it with one API key, signs in with headless
 Debian Chromium (/usr/bin/chromium, driven by Playwright) and saves overview, search
-playground, documents and one document, at 1280 px (and the playground at 390 px).
+playground, documents, one document and an evaluation of examples/eval/queries.jsonl at
+1280 px, and the playground at 390 px.
 
     python scripts/console_screenshots.py
 """
@@ -26,6 +27,7 @@ OUT = ROOT / "docs" / "console"
 KEY = "screenshot-key"
 PORT = 18765
 QUERY = {"q": "how are contracts signed?", "mode": "hybrid", "limit": "5"}
+EVAL_SET = ROOT / "examples" / "eval" / "queries.jsonl"
 
 
 def pgrag(home: Path, *args: str) -> list[str]:
@@ -66,6 +68,12 @@ def shoot(base: str) -> None:
                 page.goto(base + "/console/documents")
                 page.locator("#documents tbody a").first.click()
                 page.screenshot(path=str(OUT / "document.png"))
+                page.goto(base + "/console/eval")
+                page.get_by_label("or a JSONL file").set_input_files(str(EVAL_SET))
+                page.get_by_label("Evaluation set").fill("sample")
+                page.get_by_role("button", name="Run").click()
+                page.wait_for_selector("#misses")
+                page.screenshot(path=str(OUT / "evaluation.png"), full_page=True)
             context.close()
         browser.close()
 

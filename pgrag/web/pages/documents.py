@@ -13,6 +13,7 @@ from pgrag.errors import ErrorCode, Forbidden, PgragError
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.store.catalog import DocumentSort
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.session import csrf_ok
 
@@ -41,6 +42,8 @@ async def documents_page(
     folder: Annotated[str | None, Query(max_length=1000)] = None,
     file_type: Annotated[str | None, Query(max_length=20)] = None,
     status: Literal["", "pending", "processing", "ready", "failed"] = "",
+    ocr: Literal["", "yes", "no"] = "",
+    sort: DocumentSort = DocumentSort.PATH,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> Response:
     listed = _collections(view.scope, collection)
@@ -53,6 +56,8 @@ async def documents_page(
             status=status or None,
             offset=offset,
             limit=PAGE_SIZE + 1,
+            sort=sort,
+            ocr={"yes": True, "no": False}.get(ocr),
         )
         folders = await docs.list_folders(conn, listed)
     form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
@@ -63,8 +68,9 @@ async def documents_page(
         more=len(rows) > PAGE_SIZE,
         offset=offset,
         page_size=PAGE_SIZE,
-        form={**form, "status": status},
+        form={**form, "status": status, "ocr": ocr, "sort": sort.value},
         statuses=STATUSES,
+        sorts=[s.value for s in DocumentSort],
         folders=folders,
         deleted=view.request.query_params.get("deleted") == "1",
     )
