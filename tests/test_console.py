@@ -27,6 +27,7 @@ from tests.support.browser import Tab, chromium, tab
 from tests.support.kb_server import (
     BULK_COLLECTION,
     FULL_KEY,
+    HUGE_PATH,
     KB_COLLECTION,
     OTHER_COLLECTION,
     OTHER_PATH,
@@ -414,3 +415,19 @@ def test_axe_core_finds_no_serious_violation(
                         .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '))"""
                 )
                 assert found == [], (width, path, found)
+
+
+def test_documents_sort_and_filter(browser: Browser, kb_http: HttpServer) -> None:
+    def paths(query: dict[str, str]) -> list[str]:
+        t.page.goto(kb_http.base + "/console/documents?" + urlencode(query))
+        return t.page.locator("#documents tbody td:first-child").all_inner_texts()
+
+    with tab(browser) as t:
+        sign_in(t, kb_http.base, FULL_KEY)
+        assert paths({"collection": BULK_COLLECTION, "sort": "size"})[0] == HUGE_PATH
+        paths({"collection": KB_COLLECTION, "sort": "modified"})
+        dates = t.page.locator("#documents tbody td:last-child").all_inner_texts()
+        assert len(dates) > 5 and dates == sorted(dates, reverse=True)
+        failed = paths({"collection": KB_COLLECTION, "status": "failed"})
+        assert failed and all(p.startswith("test-edge-cases/") for p in failed)
+        assert t.errors == []
