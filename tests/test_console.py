@@ -60,6 +60,12 @@ def sign_in(t: Tab, base: str, key: str) -> None:
     t.page.wait_for_url(base + "/")
 
 
+def collections_on(page: Page) -> list[str]:
+    return page.locator("#collections tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.collection)"
+    )
+
+
 def hits_on(page: Page) -> list[dict[str, Any]]:
     """Each result's ids and per-leg figures, from the data attributes the page renders."""
     return page.eval_on_selector_all(
@@ -103,9 +109,7 @@ def test_every_page_renders_without_console_errors(
 ) -> None:
     with tab(browser) as t:
         sign_in(t, kb_http.base, FULL_KEY)
-        rows = t.page.locator("#collections tbody tr")
-        names = rows.evaluate_all("rs => rs.map(r => r.dataset.collection)")
-        assert names == sorted([BULK_COLLECTION, KB_COLLECTION, OTHER_COLLECTION])
+        assert collections_on(t.page) == sorted([BULK_COLLECTION, KB_COLLECTION, OTHER_COLLECTION])
         ((kb_docs, kb_chunks),) = kb.sql(
             "SELECT (SELECT count(*) FROM pgrag.documents d WHERE d.collection_id = c.id),"
             " (SELECT count(*) FROM pgrag.chunks ch WHERE ch.collection_id = c.id)"
@@ -186,10 +190,7 @@ def test_a_scoped_key_reaches_no_other_collection(
     with tab(browser) as t:
         sign_in(t, kb_http.base, SCOPED_KEY)
         page = t.page
-        names = page.locator("#collections tbody tr").evaluate_all(
-            "rs => rs.map(r => r.dataset.collection)"
-        )
-        assert names == [OTHER_COLLECTION]
+        assert collections_on(page) == [OTHER_COLLECTION]
         assert page.locator("#database-size").count() == 0
         assert page.locator("[data-count=ready]").inner_text() == "1"
         page.goto(kb_http.base + "/console/documents")

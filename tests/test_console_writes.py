@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.conftest import create_database, drop_database
 from tests.support.browser import chromium, tab
-from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
+from tests.support.kb_server import HttpServer, writable_http_server
 
 NOTE = "Console upload probe: the heron project ships from dock 7 on 2026-03-01.\n"
 
@@ -24,17 +23,9 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def writable(
-    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HttpServer]:
-    dsn = create_database(server_dsn)
-    home: Path = tmp_path_factory.mktemp("pgrag-home")
-    env = {"PGRAG_READ_ONLY": "false", "PGRAG_TOOLSETS": "core,write", "PGRAG_HOME": str(home)}
-    try:
-        with http_server(dsn, "--embedding-model", HASH_MODEL, env=env) as server:
-            yield server
-    finally:
-        drop_database(server_dsn, dsn)
+def writable(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
+        yield server
 
 
 def test_upload_to_ready_then_delete(
