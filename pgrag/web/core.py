@@ -18,7 +18,7 @@ from pgrag.services.context import AppContext, SharedContext, require_remote_wri
 from pgrag.settings import Settings
 from pgrag.web import render
 from pgrag.web.i18n import MESSAGES, Lang, choose
-from pgrag.web.session import COOKIE, MAX_AGE_S, Caller, Session, Sessions
+from pgrag.web.session import COOKIE, MAX_AGE_S, Caller, Session, Sessions, csrf_ok
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -76,6 +76,16 @@ class View:
         if self.caller is None:
             raise SignInNeeded()
         return self.caller
+
+    def csrf_ok(self, token: str) -> bool:
+        """The token of this request's session (a new session has none to match)."""
+        return not self.fresh and csrf_ok(self.session, token)
+
+    def posted(self, token: str) -> Caller:
+        """A state-changing request: its session's CSRF token, then a signed-in caller."""
+        if not self.csrf_ok(token):
+            raise Forbidden("missing or wrong CSRF token: reload the page and try again")
+        return self.signed_in
 
     def page(self, name: str, status: int = 200, **values: Any) -> Response:
         base = {

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
 from pgrag.web.core import View, set_session, view_of
-from pgrag.web.session import COOKIE, csrf_ok
+from pgrag.web.session import COOKIE
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
@@ -29,7 +29,7 @@ async def login(
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     sessions = view.console.sessions
-    if not csrf_ok(None if view.fresh else view.session, csrf):
+    if not view.csrf_ok(csrf):
         return view.page("login.html", 403, closed=sessions.closed, refused=True)
     key_id = sessions.match(key.strip()) if not sessions.closed else None
     if key_id is None:
@@ -41,7 +41,7 @@ async def login(
 
 @router.post("/console/logout")
 async def logout(view: Page, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
-    if not csrf_ok(None if view.fresh else view.session, csrf):
+    if not view.csrf_ok(csrf):
         return view.page("error.html", 403, code="FORBIDDEN", message="missing CSRF token")
     response = RedirectResponse("/console/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")

@@ -9,29 +9,16 @@ from fastapi import APIRouter, Depends, Form, Query
 from fastapi.responses import RedirectResponse, Response
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import ErrorCode, Forbidden, PgragError
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
 from pgrag.store.catalog import DocumentSort
 from pgrag.web.core import View, html_errors, view_of
-from pgrag.web.session import csrf_ok
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
 PAGE_SIZE = 50
 STATUSES = ("pending", "processing", "ready", "failed")
-
-
-def _collections(caller_scope: list[str] | None, collection: str | None) -> list[str] | None:
-    """The collections to list: the one asked for, inside the caller's scope."""
-    if not collection:
-        return caller_scope
-    if caller_scope is not None and collection not in caller_scope:
-        raise PgragError(
-            f"collection '{collection}' is outside this key's scope", code=ErrorCode.FORBIDDEN
-        )
-    return [collection]
 
 
 @router.get("/console/documents")
@@ -46,7 +33,9 @@ async def documents_page(
     sort: DocumentSort = DocumentSort.PATH,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> Response:
-    listed = _collections(view.scope, collection)
+    # one collection asked for narrows the listing; the caller's scope still applies (RLS
+    # of the scoped connection): another collection's name lists nothing
+    listed = [collection] if collection else view.scope
     async with scoped_connection(view.context.pool, view.scope) as conn:
         rows = await docs.list_documents(
             conn,
@@ -88,9 +77,7 @@ async def document_page(view: Page, document_id: str) -> Response:
 async def delete(
     view: Page, document_id: str, csrf: Annotated[str, Form(max_length=200)] = ""
 ) -> Response:
-    if not csrf_ok(None if view.fresh else view.session, csrf):
-        raise Forbidden("missing or wrong CSRF token: reload the page and try again")
-    scope = view.scope
+    caller = view.posted(csrf)
     require_remote_writes(view.console.settings)
-    await docs.delete_document(view.context.pool, scope, document_id)
+    await docs.delete_document(view.context.pool, caller.scope, document_id)
     return RedirectResponse("/console/documents?deleted=1", status_code=303)

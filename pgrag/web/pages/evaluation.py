@@ -25,7 +25,6 @@ from pgrag.services.evaluation import (
     run_queries,
 )
 from pgrag.web.core import View, html_errors, view_of
-from pgrag.web.session import csrf_ok
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
@@ -43,8 +42,7 @@ def for_every_collection(view: View) -> None:
 
 def checked_post(view: View, csrf: str) -> None:
     """A state-changing request: the session's CSRF token, a caller who reads everything."""
-    if not csrf_ok(None if view.fresh else view.session, csrf):
-        raise Forbidden("missing or wrong CSRF token: reload the page and try again")
+    view.posted(csrf)
     for_every_collection(view)
 
 

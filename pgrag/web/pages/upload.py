@@ -7,18 +7,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import ErrorCode, Forbidden, PgragError
+from pgrag.errors import ErrorCode, PgragError
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.status import document_status
 from pgrag.services.uploads import accept_upload
 from pgrag.web import render
-from pgrag.web.core import View, html_errors, view_of
-from pgrag.web.session import csrf_ok
+from pgrag.web.core import LOGIN_PATH, View, html_errors, view_of
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
@@ -28,7 +27,8 @@ MAX_FILES = 20
 @router.get("/console/upload")
 @html_errors
 async def upload_form(view: Page) -> Response:
-    view.signed_in  # noqa: B018  # sign in first, then learn whether writes are on
+    if view.caller is None:  # sign in first, then learn whether writes are on
+        return view.keep(RedirectResponse(LOGIN_PATH, status_code=303))
     require_remote_writes(view.console.settings)
     return view.page("upload.html", nav="upload", uploaded=[], collection="")
 
@@ -41,13 +41,15 @@ async def upload(
     csrf: Annotated[str, Form(max_length=200)] = "",
     collection: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
-    if not csrf_ok(None if view.fresh else view.session, csrf):
-        raise Forbidden("missing or wrong CSRF token: reload the page and try again")
-    scope = view.scope
+    caller = view.posted(csrf)
     require_remote_writes(view.console.settings)
     accepted = [
         await accept_upload(
-            view.context, scope, file_name=f.filename, collection=collection or None, read=f.read
+            view.context,
+            caller.scope,
+            file_name=f.filename,
+            collection=collection or None,
+            read=f.read,
         )
         for f in files[:MAX_FILES]
         if f.filename
