@@ -39,12 +39,14 @@ def highlight(text: str, words: Iterable[str]) -> Markup:
 def human_bytes(n: int | None) -> str:
     if n is None:
         return ""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TB"
+    if n < 1024:
+        return f"{n} B"
+    size, unit = n / 1024, "KB"
+    for bigger in ("MB", "GB", "TB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"
 
 
 def figure(value: float | None, digits: int = 4) -> str:
