@@ -26,12 +26,13 @@ def print_summary(summary: IngestSummary) -> None:
         table.add_column(str(outcome), justify="right")
     table.add_row(*(str(summary.count(o)) for o in Outcome))
     err.print(table)
-    if summary.failures:
+    refused = [r for r in summary.results if r.outcome == Outcome.SKIPPED and r.error_code]
+    if summary.failures or refused:
         fail = Table(title="not ingested", show_edge=False)
         fail.add_column("file")
         fail.add_column("status")
         fail.add_column("reason")
-        for r in summary.failures:
+        for r in [*summary.failures, *refused]:
             fail.add_row(r.path, str(r.outcome), f"{r.error_code}: {r.error}")
         err.print(fail)
 
