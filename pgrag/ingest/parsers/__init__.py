@@ -146,10 +146,24 @@ def _parse_opened(
         return parser(Source(path, f))
     except ParseError:
         raise
-    except MemoryError:
-        raise ParseError(TOO_LARGE, "the file needs more memory than a parse may take") from None
     except Exception as exc:  # any library failure on a bad file: a readable reason
+        if _out_of_memory(exc):
+            raise ParseError(
+                TOO_LARGE, "the file needs more memory than a parse may take"
+            ) from None
         reason = str(exc).strip() or "no details"
         raise ParseError(
             CORRUPT_FILE, f"could not read the .{ext} file ({type(exc).__name__}: {reason})"
         ) from exc
+
+
+def _out_of_memory(exc: Exception) -> bool:
+    """A MemoryError, or libxml2 failing to allocate (lxml reports it as a syntax error)."""
+    if isinstance(exc, MemoryError):
+        return True
+    from lxml import etree
+
+    return (
+        isinstance(exc, etree.LxmlError)
+        and getattr(exc, "code", None) == etree.ErrorTypes.ERR_NO_MEMORY
+    )
