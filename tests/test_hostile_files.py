@@ -10,18 +10,21 @@ import io
 import os
 import resource
 import signal
+import stat
 import subprocess
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import psycopg
 import pytest
 from PIL import Image
 
 from pgrag.ingest.pipeline import Outcome
 from tests.conftest import pgrag_cmd
+from tests.support.kb_server import http_server
 from tests.test_ingest_watch import watching
 
 PLANTED = "zqxplanted7741secret"  # an environment value of the ingest process
@@ -379,3 +382,38 @@ async def test_watch_mode_refuses_links_and_fifos(dsn: str, tmp_path: Path) -> N
     assert not any(p.startswith("linked/") for p in codes), codes  # never walked
     assert Outcome.SKIPPED in w.outcomes("env.txt")
     assert await w.rows("SELECT path FROM pgrag.documents") == [("later.md",)]
+
+
+def test_uploads_refuse_control_and_bidi_names_and_are_private(dsn: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"PGRAG_READ_ONLY": "false", "PGRAG_TOOLSETS": "core,write", "PGRAG_HOME": str(home)}
+    with (
+        http_server(dsn, "--embedding-model", "hash/384", env=env) as server,
+        httpx2.Client(base_url=server.base, timeout=60) as api,
+    ):
+        # a multipart body as a hostile client writes it: raw control bytes in the name
+        for raw in (b"bell\x07.md", b"two\nlines.md", b"esc\x1b[31m.md"):
+            body = (
+                b'--B\r\nContent-Disposition: form-data; name="file"; filename="'
+                + raw
+                + b'"\r\nContent-Type: text/plain\r\n\r\nhello\r\n--B--\r\n'
+            )
+            r = api.post(
+                "/api/documents",
+                content=body,
+                headers={"Content-Type": "multipart/form-data; boundary=B"},
+            )
+            assert r.status_code == 400 and r.json()["errorCode"] == "INVALID_ARGUMENT", (
+                raw,
+                r.text,
+            )
+        files = {"file": ("invoice\u202etxt.md", b"x", "text/plain")}  # shows as "invoicedm.txt"
+        r = api.post("/api/documents", files=files)
+        assert r.status_code == 400 and r.json()["errorCode"] == "INVALID_ARGUMENT", r.text
+
+        r = api.post("/api/documents", files={"file": ("private.md", b"# P\n\nmine", "text/plain")})
+        assert r.status_code == 202, r.text
+    (stored,) = (home / "uploads").rglob("private.md")
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
+    assert [p.name for p in (home / "uploads").rglob("*") if p.is_file()] == ["private.md"]

@@ -14,6 +14,7 @@ import errno
 import hashlib
 import os
 import stat
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -125,3 +126,21 @@ def hash_file(f: BinaryIO) -> tuple[str, int]:
         size += len(block)
     f.seek(0)
     return h.hexdigest(), size
+
+
+# bidirectional overrides and isolates: they reorder what a terminal shows ("exe.txt")
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def unsafe_char(ch: str) -> bool:
+    """A control character or a bidi control: never shown raw, refused in upload names."""
+    return unicodedata.category(ch) == "Cc" or ch in _BIDI
+
+
+def printable(name: str) -> str:
+    """A file name for logs and terminals: control and bidi characters as escapes."""
+    if not any(unsafe_char(ch) for ch in name):
+        return name
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if unsafe_char(ch) else ch for ch in name
+    )
