@@ -417,3 +417,31 @@ def test_uploads_refuse_control_and_bidi_names_and_are_private(dsn: str, tmp_pat
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
     assert [p.name for p in (home / "uploads").rglob("*") if p.is_file()] == ["private.md"]
+
+
+def test_ocr_reads_at_most_the_page_cap_and_within_the_document_budget(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A PDF of blank scanned pages costs seconds of OCR per page: past PGRAG_OCR_MAX_PAGES
+    pages, or once PGRAG_OCR_DOCUMENT_TIMEOUT_S is spent, pages are left empty and named."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    pages = [Image.new("L", (850, 1100), 255) for _ in range(6)]
+    pages[0].save(kb / "blank_scans.pdf", save_all=True, append_images=pages[1:], resolution=100)
+    code, stderr, _ = run_ingest(dsn, kb, "--ocr-max-pages", "2")
+    assert code == 0, stderr
+    ((status, ocr),) = rows(
+        dsn, "SELECT status, outline->'ocr' FROM pgrag.documents WHERE path = 'blank_scans.pdf'"
+    )
+    assert status == "ready" and ocr["pages"] == [1, 2, 3, 4, 5, 6], ocr
+    failed = {f["page"]: f["error"] for f in ocr["failed_pages"]}
+    assert sorted(failed) == [3, 4, 5, 6] and "PGRAG_OCR_MAX_PAGES" in failed[3], failed
+
+    (kb / "blank_scans.pdf").rename(kb / "blank_again.pdf")  # a new path: parsed again
+    code, stderr, _ = run_ingest(dsn, kb, "--ocr-document-timeout-s", "0.000001")
+    assert code == 0, stderr
+    ((ocr,),) = rows(
+        dsn, "SELECT outline->'ocr' FROM pgrag.documents WHERE path = 'blank_again.pdf'"
+    )
+    errors = [f["error"] for f in ocr["failed_pages"]]
+    assert len(errors) == 6 and all("PGRAG_OCR_DOCUMENT_TIMEOUT_S" in e for e in errors), errors

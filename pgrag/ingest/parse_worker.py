@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
+from pgrag.ingest import attempts
 from pgrag.ingest.parsers.base import CORRUPT_FILE, TOO_LARGE, ParseError
 from pgrag.ingest.prepare import PreparedDocument, prepare_file
 from pgrag.ingest.walker import FoundFile
@@ -47,6 +48,7 @@ class ParseOptions:
     timeout_s: float = 300.0  # without progress
     follow_links: bool = False
     attempts_dir: Path | None = None  # unfinished-attempt markers (attempts.py); None: off
+    workers: int = 2  # per process; the first options given decide
 
 
 @dataclass(frozen=True)
@@ -147,22 +149,34 @@ class ParseWorker:
 _live: set[ParseWorker] = set()
 _idle: list[ParseWorker] = []
 _lock = threading.Lock()
+_slots: threading.Semaphore | None = None  # workers in use, across ingest, watch and uploads
 
 
-def _acquire(memory_mb: int) -> ParseWorker:
+def _acquire(options: ParseOptions) -> ParseWorker:
+    global _slots
     with _lock:
-        while _idle:
-            worker = _idle.pop()
-            if worker.alive() and worker.memory_mb == memory_mb:
-                return worker
-            worker.kill()
-    return ParseWorker(memory_mb)
+        if _slots is None:
+            _slots = threading.Semaphore(options.workers)
+    _slots.acquire()
+    try:
+        with _lock:
+            while _idle:
+                worker = _idle.pop()
+                if worker.alive() and worker.memory_mb == options.memory_mb:
+                    return worker
+                worker.kill()
+        return ParseWorker(options.memory_mb)
+    except BaseException:
+        _slots.release()
+        raise
 
 
 def _release(worker: ParseWorker) -> None:
     if worker.alive():
         with _lock:
             _idle.append(worker)
+    assert _slots is not None
+    _slots.release()
 
 
 @atexit.register
@@ -171,7 +185,36 @@ def close_workers() -> None:
         worker.kill()
 
 
-async def prepare_in_worker(
+async def parse_file(
+    found: FoundFile,
+    content_hash: str,
+    ocr: OcrOptions,
+    *,
+    target: int,
+    overlap: int,
+    options: ParseOptions,
+) -> PreparedDocument:
+    """Parse and chunk in a worker, under a marker that lets a later run give up on a file
+    whose parse got this process killed twice (attempts.py); raises ParseError."""
+    folder = options.attempts_dir
+    if folder is None:
+        return await _in_worker(found, content_hash, target, overlap, ocr, options)
+    crashed = await asyncio.to_thread(attempts.unfinished, folder, found, content_hash)
+    if len(crashed) >= attempts.MAX_UNFINISHED:
+        attempts.forget(crashed)
+        raise ParseError(
+            str(ErrorCode.PARSER_CRASHED),
+            f"pgrag stopped {len(crashed)} times while parsing this file (killed, or out of "
+            "memory): not tried again until the file changes",
+        )
+    try:
+        with attempts.attempt(folder, found, content_hash):
+            return await _in_worker(found, content_hash, target, overlap, ocr, options)
+    finally:
+        attempts.forget(crashed)
+
+
+async def _in_worker(
     found: FoundFile,
     content_hash: str,
     target: int,
@@ -188,7 +231,12 @@ async def prepare_in_worker(
         dataclasses.replace(ocr, progress=None),
         options.follow_links,
     )
-    worker = await asyncio.to_thread(_acquire, options.memory_mb)
+    acquiring = asyncio.ensure_future(asyncio.to_thread(_acquire, options))
+    try:
+        worker = await asyncio.shield(acquiring)
+    except asyncio.CancelledError:  # the thread still gets a worker: hand it back then
+        acquiring.add_done_callback(_release_acquired)
+        raise
     try:
         result = await asyncio.to_thread(worker.prepare, request, ocr.progress, options.timeout_s)
     except asyncio.CancelledError:
@@ -200,6 +248,11 @@ async def prepare_in_worker(
         raise result
     assert isinstance(result, PreparedDocument)
     return result
+
+
+def _release_acquired(acquiring: asyncio.Future[ParseWorker]) -> None:
+    if not acquiring.cancelled() and acquiring.exception() is None:
+        _release(acquiring.result())
 
 
 # ---- the worker process ---------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -26,9 +27,8 @@ from pgrag import metrics
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import ErrorCode, PgragError, UpstreamError
-from pgrag.ingest import attempts
 from pgrag.ingest.files import SKIP_CODES, UnsafeFile
-from pgrag.ingest.parse_worker import ParseOptions, prepare_in_worker
+from pgrag.ingest.parse_worker import ParseOptions, parse_file
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields
@@ -221,6 +221,10 @@ class Ingestor:
             asyncio.Queue(maxsize=PREFETCH)
         )
 
+        parse = functools.partial(
+            parse_file, target=self.chunk_tokens, overlap=self.chunk_overlap, options=self.parse
+        )
+
         async def produce() -> None:
             cancelled = False
             try:
@@ -228,9 +232,7 @@ class Ingestor:
                     try:
                         digest, size = await asyncio.to_thread(f.sha256, self.parse.follow_links)
                     except UnsafeFile as exc:  # a link, a FIFO, a device: never read
-                        result = FileResult(
-                            f.rel, Outcome.SKIPPED, error_code=exc.code, error=exc.message
-                        )
+                        result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
                         summary.results.append(result)
                         self.report(IngestEvent("file_done", f.rel, result=result))
                         continue
@@ -255,15 +257,14 @@ class Ingestor:
                     work = _Work(f, digest, size, k)
                     self.report(IngestEvent("file_start", f.rel))
                     try:
-                        prepared = await self._parse(f, digest)
+                        prepared = await parse(f, digest, self._ocr_for(f.rel))
                         await queue.put((work, prepared, None))
                     except ParseError as exc:
                         await queue.put((work, None, exc))
                     except Exception as exc:  # no worker (cannot start one): retried next run
                         log.exception("parsing %r failed", f.rel)
-                        await queue.put(
-                            (work, None, ParseError("INTERNAL", f"{type(exc).__name__}: {exc}"))
-                        )
+                        error = ParseError("INTERNAL", f"{type(exc).__name__}: {exc}")
+                        await queue.put((work, None, error))
             except asyncio.CancelledError:
                 cancelled = True
                 raise
@@ -280,31 +281,6 @@ class Ingestor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-    async def _parse(self, f: FoundFile, digest: str) -> PreparedDocument:
-        """Parse in a worker process, under a marker that lets the next run give up on a
-        file whose parse got this process killed twice (attempts.py)."""
-        folder = self.parse.attempts_dir
-        if folder is None:
-            return await self._prepare(f, digest)
-        crashed = await asyncio.to_thread(attempts.unfinished, folder, f, digest)
-        if len(crashed) >= attempts.MAX_UNFINISHED:
-            attempts.forget(crashed)
-            raise ParseError(
-                str(ErrorCode.PARSER_CRASHED),
-                f"pgrag stopped {len(crashed)} times while parsing this file (killed, or out "
-                "of memory): not tried again until the file changes",
-            )
-        try:
-            with attempts.attempt(folder, f, digest):
-                return await self._prepare(f, digest)
-        finally:
-            attempts.forget(crashed)
-
-    async def _prepare(self, f: FoundFile, digest: str) -> PreparedDocument:
-        return await prepare_in_worker(
-            f, digest, self.chunk_tokens, self.chunk_overlap, self._ocr_for(f.rel), self.parse
-        )
 
     def _ocr_for(self, rel: str) -> OcrOptions:
         """The OCR options with per-page progress reported on the event loop's thread."""

@@ -39,6 +39,7 @@ def make_ingestor(
             memory_mb=settings.parse_memory_mb,
             timeout_s=settings.parse_timeout_s,
             follow_links=settings.follow_links_inside_root,
+            workers=settings.parse_workers,
             attempts_dir=settings.home / "parse-attempts",
         ),
         reporter=reporter,
