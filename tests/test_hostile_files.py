@@ -445,3 +445,65 @@ def test_ocr_reads_at_most_the_page_cap_and_within_the_document_budget(
     )
     errors = [f["error"] for f in ocr["failed_pages"]]
     assert len(errors) == 6 and all("PGRAG_OCR_DOCUMENT_TIMEOUT_S" in e for e in errors), errors
+
+
+def _parse_workers_of(pid: int) -> list[int]:
+    """Live parse worker processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"pgrag.ingest.parse_worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_while_a_file_is_parsed_stops_the_run_and_its_worker(
+    dsn: str, tmp_path: Path
+) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    with (kb / "slow.txt").open("w") as f:
+        for i in range(300_000):
+            f.write(f"line {i} of a file that takes a while to parse and chunk\n")
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        pgrag_cmd(
+            "--database-url",
+            dsn,
+            "--embedding-model",
+            "hash/384",
+            "--home",
+            str(home),
+            "ingest",
+            "-q",
+            str(kb),
+        ),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while not (workers and _attempt_markers(home)) and time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before the file was parsed"
+        workers = _parse_workers_of(proc.pid)
+        time.sleep(0.02)
+    assert workers, "no parse worker seen"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)  # no hang: the worker is killed, not awaited
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr, stderr
+    assert not [pid for pid in workers if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
