@@ -62,7 +62,7 @@ def attempt(directory: Path, found: FoundFile, content_hash: str) -> Iterator[No
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, f"{found.rel}\n".encode(errors="backslashreplace"))
-        os.fsync(fd)  # on disk before the parse can take the machine down
+        os.fsync(fd)  # written before the parse can take the process down
         yield
     finally:
         marker.unlink(missing_ok=True)
