@@ -1,0 +1,166 @@
+"""No search can freeze the server: a query of hundreds of distinct words and a backtracking
+regex, looping over MCP and REST with a collection-limited key, leave `/healthz` answering
+within a second; and whatever the query's shape, the search's time limit covers the whole
+call, snippets included."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.settings import load_settings
+from tests.conftest import create_database, drop_database
+from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
+
+pytestmark = pytest.mark.anyio
+
+COLLECTION = "prose"
+KEY = "prose-reader"
+DOCUMENTS = 60
+HEALTH_POLLS = 10
+HEALTH_BOUND_S = 1.0  # the responsiveness the issue asks for, not a benchmark
+HOSTILE_REGEX = "(.|..)+#|e"  # backtracks at every start in text without '#'
+
+_ONSETS = ("b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st", "pl")
+_RIMES = ("a", "e", "i", "o", "u", "ar", "en", "il", "on", "us", "er", "al")
+
+
+def vocabulary(n: int, seed: int = 7) -> list[str]:
+    """`n` distinct pronounceable words of 4-6 letters (none a stop word)."""
+    rng = random.Random(seed)
+    words: dict[str, None] = {}
+    while len(words) < n:
+        w = "".join(rng.choice(_ONSETS) + rng.choice(_RIMES) for _ in range(2))
+        if 4 <= len(w) <= 6:
+            words.setdefault(w, None)
+    return list(words)
+
+
+VOCAB = vocabulary(600)
+HOSTILE_WORDS = " ".join(VOCAB[:570])  # ~570 distinct words, under the 4,000-character cap
+
+
+def prose(rng: random.Random, chars: int) -> str:
+    """Paragraphs of sentences in the vocabulary: every query word occurs everywhere."""
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        sentence = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(6, 14)))
+        out.append(sentence.capitalize() + ".")
+        size += len(out[-1]) + 1
+        if rng.random() < 0.2:
+            out.append("\n\n")
+    return " ".join(out)
+
+
+async def ingest_prose(dsn: str, root: Path) -> None:
+    rng = random.Random(11)
+    for i in range(DOCUMENTS):
+        (root / f"note_{i:02d}.txt").write_text(prose(rng, 3000), encoding="utf-8")
+    async with open_database(load_settings(), dsn=dsn) as db:
+        await Ingestor(db.pool, HashEmbedder(HASH_MODEL), collection=COLLECTION).run([root])
+
+
+@pytest.fixture(scope="module")
+def prose_dsn(
+    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    dsn = create_database(server_dsn)
+    root = tmp_path_factory.mktemp("prose")
+    asyncio.run(ingest_prose(dsn, root))
+    yield dsn
+    drop_database(server_dsn, dsn)
+
+
+@pytest.fixture(scope="module")
+def prose_http(prose_dsn: str) -> Iterator[HttpServer]:
+    keys = f"{KEY}={COLLECTION}"
+    with http_server(prose_dsn, "--embedding-model", HASH_MODEL, "--api-keys", keys) as server:
+        yield server
+
+
+HOSTILE_CALLS: list[dict[str, Any]] = [
+    {"query": HOSTILE_WORDS, "limit": 50},
+    {"query": HOSTILE_REGEX, "mode": "regex", "limit": 50},
+]
+
+
+def _client(base: str | None = None) -> httpx2.AsyncClient:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    timeout = httpx2.Timeout(30, read=120)
+    if base is None:
+        return httpx2.AsyncClient(headers=headers, timeout=timeout)
+    return httpx2.AsyncClient(base_url=base, headers=headers, timeout=timeout)
+
+
+async def mcp_loop(server: HttpServer, args: dict[str, Any], outcomes: list[str]) -> None:
+    async with (
+        _client() as hc,
+        Client(streamable_http_client(server.mcp_url, http_client=hc), cache=None) as client,
+    ):
+        while True:
+            result = await client.call_tool("search", args)
+            body = result.structured_content or {}
+            outcomes.append("ok" if body.get("ok") else body.get("error", {}).get("code", "?"))
+
+
+async def rest_loop(server: HttpServer, args: dict[str, Any], outcomes: list[str]) -> None:
+    params = {"q": args["query"], "mode": args.get("mode", "hybrid"), "limit": args["limit"]}
+    async with _client(server.base) as rest:
+        while True:
+            r = await rest.get("/api/search", params=params)
+            outcomes.append("ok" if r.status_code == 200 else r.json()["errorCode"])
+
+
+def healthz_seconds(base: str) -> float:
+    """How long one /healthz took (the bound plus a second at most: a frozen server fails)."""
+    t = time.perf_counter()
+    with urllib.request.urlopen(base + "/healthz", timeout=HEALTH_BOUND_S + 1) as r:
+        assert r.status == 200
+    return time.perf_counter() - t
+
+
+@contextlib.asynccontextmanager
+async def hostile_clients(server: HttpServer, outcomes: list[str]) -> AsyncIterator[None]:
+    loops = [loop(server, args, outcomes) for loop in (mcp_loop, rest_loop) for args in HOSTILE_CALLS]
+    tasks = [asyncio.create_task(c) for c in loops]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def test_healthz_answers_within_a_second_while_hostile_searches_loop(
+    prose_http: HttpServer,
+) -> None:
+    outcomes: list[str] = []
+    async with hostile_clients(prose_http, outcomes):
+        await asyncio.sleep(1.0)  # the hostile work is under way
+        waits = []
+        for _ in range(HEALTH_POLLS):
+            try:
+                waits.append(await asyncio.to_thread(healthz_seconds, prose_http.base))
+            except OSError:
+                waits.append(float("inf"))
+            await asyncio.sleep(0.2)
+    assert max(waits) < HEALTH_BOUND_S, f"/healthz waits {[round(w, 2) for w in waits]}"
+    assert outcomes, "no hostile search ended while /healthz was polled"
+    assert set(outcomes) <= {"ok", "TIMEOUT"}, outcomes
