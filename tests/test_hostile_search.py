@@ -136,7 +136,9 @@ def healthz_seconds(base: str) -> float:
 
 @contextlib.asynccontextmanager
 async def hostile_clients(server: HttpServer, outcomes: list[str]) -> AsyncIterator[None]:
-    loops = [loop(server, args, outcomes) for loop in (mcp_loop, rest_loop) for args in HOSTILE_CALLS]
+    loops = [
+        loop(server, args, outcomes) for loop in (mcp_loop, rest_loop) for args in HOSTILE_CALLS
+    ]
     tasks = [asyncio.create_task(c) for c in loops]
     try:
         yield

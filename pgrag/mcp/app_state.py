@@ -4,7 +4,6 @@ itself, the read-only rule and the time limits live in pgrag/services/context.py
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -15,6 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
 
+from pgrag.deadline import within
 from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
@@ -158,7 +158,7 @@ def tool_call(
             trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
             try:
-                value = await asyncio.wait_for(body(*args, **kwargs), timeout)
+                value = await within(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
