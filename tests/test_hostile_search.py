@@ -8,25 +8,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pgrag.db.database import open_database
+from pgrag.deadline import within
 from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.errors import as_pgrag_error
 from pgrag.ingest.pipeline import Ingestor
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
 
-pytestmark = pytest.mark.anyio
+T = TypeVar("T")
 
 COLLECTION = "prose"
 KEY = "prose-reader"
@@ -150,6 +157,7 @@ async def hostile_clients(server: HttpServer, outcomes: list[str]) -> AsyncItera
                 await task
 
 
+@pytest.mark.anyio
 async def test_healthz_answers_within_a_second_while_hostile_searches_loop(
     prose_http: HttpServer,
 ) -> None:
@@ -166,3 +174,115 @@ async def test_healthz_answers_within_a_second_while_hostile_searches_loop(
     assert max(waits) < HEALTH_BOUND_S, f"/healthz waits {[round(w, 2) for w in waits]}"
     assert outcomes, "no hostile search ended while /healthz was polled"
     assert set(outcomes) <= {"ok", "TIMEOUT"}, outcomes
+
+
+# -- the time limit covers the whole call, whatever the query ---------------------------------
+
+LIMIT_S = 0.5  # a short limit, so that each example stays fast
+MARGIN_S = 1.0  # cancelling the SQL and answering, on a loaded 2-core machine
+_CJK_CHARS = st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF)
+_REGEX_PIECES = ("(.|..)+", "(a*)*", ".*", "\\b", "[a-z]+", "(?:", ")", "|", "#", "e", "\\w+")
+
+
+def _shapes() -> st.SearchStrategy[tuple[str, str]]:
+    """(query, mode) of many kinds: many words, long words, CJK runs, regex
+    metacharacters, repeated terms."""
+    words = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=600).map(" ".join)
+    long_words = st.lists(
+        st.integers(50, 1500).map(lambda n: (VOCAB[n % len(VOCAB)] * n)[:n]), min_size=1, max_size=4
+    ).map(" ".join)
+    cjk = st.lists(st.text(_CJK_CHARS, min_size=1, max_size=400), min_size=1, max_size=8).map(
+        " ".join
+    )
+    repeated = st.tuples(st.sampled_from(VOCAB), st.integers(1, 500)).map(
+        lambda t: " ".join([t[0]] * t[1])
+    )
+    metachars = st.lists(st.sampled_from(_REGEX_PIECES), min_size=1, max_size=60).map("".join)
+    text = st.one_of(words, long_words, cjk, repeated, metachars).map(lambda q: q[:4000])
+    modes = st.sampled_from(["hybrid", "keyword", "semantic", "regex"])
+    return st.tuples(text, modes).filter(lambda t: t[0].strip() != "")
+
+
+class Searcher:
+    """The search service on a loop of its own thread, so hypothesis can drive it."""
+
+    def __init__(self, dsn: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self._db = open_database(load_settings(), dsn=dsn)
+        db = self._run(self._db.__aenter__())
+        self.service = SearchService(db.pool, HashEmbedder(HASH_MODEL))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def timed(self, req: SearchRequest, limit: float) -> tuple[str, float]:
+        """(outcome, seconds) of one search under `limit`, as the transports run it."""
+
+        async def one() -> tuple[str, float]:
+            started = time.perf_counter()
+            try:
+                await within(self.service.search(req, collection_scope=[COLLECTION]), limit)
+                outcome = "ok"
+            except Exception as exc:
+                outcome = str(as_pgrag_error(exc, "test").code)
+            return outcome, time.perf_counter() - started
+
+        return self._run(one())
+
+    def close(self) -> None:
+        self._run(self._db.__aexit__(None, None, None))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def searcher(prose_dsn: str) -> Iterator[Searcher]:
+    s = Searcher(prose_dsn)
+    yield s
+    s.close()
+
+
+@given(
+    shape=_shapes(),
+    limit=st.integers(1, 50),
+    context_chars=st.sampled_from([0, 400, 4000]),
+    merge=st.booleans(),
+    content_mode=st.sampled_from(["smart_extract", "full"]),
+)
+@example(
+    shape=(HOSTILE_WORDS, "hybrid"),
+    limit=50,
+    context_chars=4000,
+    merge=False,
+    content_mode="smart_extract",
+)
+@example(
+    shape=(HOSTILE_REGEX, "regex"),
+    limit=50,
+    context_chars=4000,
+    merge=True,
+    content_mode="smart_extract",
+)
+def test_the_time_limit_covers_the_whole_search_whatever_the_query(
+    searcher: Searcher,
+    shape: tuple[str, str],
+    limit: int,
+    context_chars: int,
+    merge: bool,
+    content_mode: str,
+) -> None:
+    query, mode = shape
+    req = SearchRequest(
+        query=query,
+        mode=mode,
+        limit=limit,
+        context_chars=context_chars,
+        merge_overlapping=merge,
+        content_mode=content_mode,
+    )
+    outcome, seconds = searcher.timed(req, LIMIT_S)
+    assert outcome in ("ok", "TIMEOUT", "INVALID_ARGUMENT"), (outcome, query[:80])
+    assert seconds < LIMIT_S + MARGIN_S, (outcome, round(seconds, 2), mode, query[:80])
