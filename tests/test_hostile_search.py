@@ -28,7 +28,8 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.errors import as_pgrag_error
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
-from pgrag.search.models import SearchRequest
+from pgrag.search.keywords import REGEX_BUDGET_S
+from pgrag.search.models import SearchData, SearchRequest
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
@@ -217,6 +218,10 @@ class Searcher:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    def search(self, req: SearchRequest) -> SearchData:
+        """One search without a time limit, as the CLI runs it."""
+        return self._run(self.service.search(req, collection_scope=[COLLECTION])).data
+
     def timed(self, req: SearchRequest, limit: float) -> tuple[str, float]:
         """(outcome, seconds) of one search under `limit`, as the transports run it."""
 
@@ -286,3 +291,18 @@ def test_the_time_limit_covers_the_whole_search_whatever_the_query(
     outcome, seconds = searcher.timed(req, LIMIT_S)
     assert outcome in ("ok", "TIMEOUT", "INVALID_ARGUMENT"), (outcome, query[:80])
     assert seconds < LIMIT_S + MARGIN_S, (outcome, round(seconds, 2), mode, query[:80])
+
+
+def test_regex_highlighting_stops_at_its_budget_and_says_so(searcher: Searcher) -> None:
+    """Without a call limit (the CLI) a backtracking pattern still ends: highlighting shares
+    REGEX_BUDGET_S over all hits, then the rest come without highlights, `degraded` says
+    `snippets`; a plain pattern is highlighted in every hit."""
+    started = time.perf_counter()
+    data = searcher.search(SearchRequest(query=HOSTILE_REGEX, mode="regex", limit=50))
+    seconds = time.perf_counter() - started
+    assert data.results and "snippets" in data.degraded
+    assert seconds < REGEX_BUDGET_S + 3 * MARGIN_S, seconds
+    word = VOCAB[0]
+    plain = searcher.search(SearchRequest(query=word, mode="regex", limit=5))
+    assert plain.results and plain.degraded == []
+    assert all(word in s.keywords_matched for h in plain.results for s in h.snippets)

@@ -19,10 +19,13 @@ _WORD = re.compile(rf"[^\W{CJK}_]+(?:['’.\-][^\W{CJK}_]+)*", re.UNICODE)
 _WORD_TAIL = re.compile(rf"[^\W{CJK}_]*")
 
 # Highlighting is bounded whatever the query: at most MAX_KEYWORDS distinct keywords (the
-# lexical leg reads no more words either), and in regex mode at most REGEX_BUDGET_S of
-# matching for all the hits of a request together and MAX_REGEX_MATCHES per window.
+# lexical leg reads no more words either); in regex mode at most REGEX_BUDGET_S for all the
+# windows of a request together, REGEX_WINDOW_S for one (the `regex` module counts CPU
+# time, which a loaded machine stretches: a pattern that needs more for one window is
+# stopped for the whole request), and MAX_REGEX_MATCHES per window.
 MAX_KEYWORDS = 100
 REGEX_BUDGET_S = 1.0
+REGEX_WINDOW_S = 0.25
 MAX_REGEX_MATCHES = 200
 
 STOP_WORDS = frozenset(
@@ -235,9 +238,10 @@ def find_matches(text: str, keywords: list[str]) -> list[Match]:
 
 class RegexMatcher:
     """Regex mode: the matches themselves are the keywords. Postgres already ran the pattern
-    under a statement timeout; here all the windows of a request share REGEX_BUDGET_S (and
-    the call's own time limit), and the `regex` module runs without the GIL, stopped by its
-    timeout. Syntax it does not share with POSIX yields no matches."""
+    under a statement timeout; here the windows of a request share REGEX_BUDGET_S (and the
+    call's own time limit), and the `regex` module runs without the GIL, stopped by its
+    timeout. Once stopped, the request's other windows go without highlights. Syntax the
+    module does not share with POSIX yields no matches."""
 
     def __init__(self, pattern: str, case_sensitive: bool = False) -> None:
         flags = 0 if case_sensitive else regex.IGNORECASE
@@ -249,7 +253,7 @@ class RegexMatcher:
         self.exhausted = False
 
     def _left(self) -> float:
-        left = self._ends - time.monotonic()
+        left = min(self._ends - time.monotonic(), REGEX_WINDOW_S)
         call_left = deadline.remaining()
         return left if call_left is None else min(left, call_left)
 
