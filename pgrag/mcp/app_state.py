@@ -91,6 +91,18 @@ def _elide(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _sanitised(value: Any) -> Any:
+    """`value` with every NUL character replaced: PostgreSQL's jsonb cannot store one, and
+    the call must be audited all the same."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_sanitised(v) for v in value]
+    if isinstance(value, dict):
+        return {_sanitised(k): _sanitised(v) for k, v in value.items()}
+    return value
+
+
 async def _audit(
     state: AppContext,
     tool: str,
@@ -103,7 +115,7 @@ async def _audit(
     try:
         async with state.pool.connection(timeout=2) as conn:
             await conn.execute(
-                AUDIT_SQL, (tool, Jsonb(_elide(args)), caller, ms, outcome, trace_id)
+                AUDIT_SQL, (tool, Jsonb(_sanitised(_elide(args))), caller, ms, outcome, trace_id)
             )
     except Exception:  # auditing must not turn a good answer into an error
         log.warning("audit write failed for %s", tool, exc_info=True)
