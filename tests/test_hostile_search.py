@@ -95,9 +95,14 @@ def prose_dsn(
 
 
 @pytest.fixture(scope="module")
-def prose_http(prose_dsn: str) -> Iterator[HttpServer]:
-    keys = f"{KEY}={COLLECTION}"
-    with http_server(prose_dsn, "--embedding-model", HASH_MODEL, "--api-keys", keys) as server:
+def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("prose-log") / "serve.log"
+
+
+@pytest.fixture(scope="module")
+def prose_http(prose_dsn: str, server_log: Path) -> Iterator[HttpServer]:
+    flags = ("--embedding-model", HASH_MODEL, "--api-keys", f"{KEY}={COLLECTION}")
+    with http_server(prose_dsn, *flags, log_path=server_log) as server:
         yield server
 
 
@@ -160,7 +165,7 @@ async def hostile_clients(server: HttpServer, outcomes: list[str]) -> AsyncItera
 
 @pytest.mark.anyio
 async def test_healthz_answers_within_a_second_while_hostile_searches_loop(
-    prose_http: HttpServer,
+    prose_http: HttpServer, server_log: Path
 ) -> None:
     outcomes: list[str] = []
     async with hostile_clients(prose_http, outcomes):
@@ -175,6 +180,8 @@ async def test_healthz_answers_within_a_second_while_hostile_searches_loop(
     assert max(waits) < HEALTH_BOUND_S, f"/healthz waits {[round(w, 2) for w in waits]}"
     assert outcomes, "no hostile search ended while /healthz was polled"
     assert set(outcomes) <= {"ok", "TIMEOUT"}, outcomes
+    log = server_log.read_text(errors="replace")
+    assert "Traceback" not in log, log[-4000:]
 
 
 # -- the time limit covers the whole call, whatever the query ---------------------------------

@@ -5,9 +5,8 @@ Checked before a POST reaches the SDK: the Content-Type, that the body parses an
 most MAX_DEPTH levels (-32700), that it is one JSON-RPC 2.0 message and not a batch (-32600:
 MCP 2025-06-18 removed batching), that a request's id is a string or an integer (`id: null`
 or `1.5` used to get 202 and no answer: the client hung) and that params is an object
-(-32602). Also whether the request
-asked for progress (params._meta.progressToken) and accepts a stream, which picks the
-transport (mcp_mode.py)."""
+(-32602). Also whether the request asked for progress (params._meta.progressToken) and
+accepts a stream, which picks the transport (mcp_mode.py)."""
 
 from __future__ import annotations
 

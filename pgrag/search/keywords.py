@@ -201,7 +201,8 @@ class KeywordMatcher:
         branches += [f"(?=(?:{cjk}))"] if cjk else []
         self._pattern = re.compile("|".join(branches), re.IGNORECASE)
         for root in roots:  # roots equal but for case ('ſign', 'sign'): the one reported
-            same = self._names[self._pattern.match(root, 0, len(root)).lastgroup or ""]  # type: ignore[union-attr]
+            itself = self._pattern.match(root, 0, len(root))
+            same = self._names[itself.lastgroup] if itself and itself.lastgroup else root
             if same != root:
                 self._roots[same] += self._roots.pop(root)
 
@@ -216,8 +217,8 @@ class KeywordMatcher:
             while m is not None:
                 root = self._names[m.lastgroup or ""]
                 end = start + len(root)
-                if _is_word(root):
-                    end = _WORD_TAIL.match(text, end).end()  # type: ignore[union-attr]
+                tail = _WORD_TAIL.match(text, end) if _is_word(root) else None
+                end = tail.end() if tail else end
                 for i in self._roots[root]:
                     if start >= resume[i]:
                         resume[i] = end

@@ -129,18 +129,19 @@ def near_keywords(matches: list[Match], radius: int) -> list[int]:
     """For each match, how many distinct keywords start within `radius` characters of it:
     one sweep over the matches by start, not a scan of all of them per match."""
     by_start = sorted(range(len(matches)), key=lambda i: matches[i].start)
+    starts = [matches[i].start for i in by_start]
+    keys = [matches[i].keyword.lower() for i in by_start]
     counts: Counter[str] = Counter()
     near = [0] * len(matches)
     lo = hi = 0
-    for i in by_start:
-        start = matches[i].start
-        while hi < len(by_start) and matches[by_start[hi]].start <= start + radius:
-            counts[matches[by_start[hi]].keyword.lower()] += 1
+    for pos, i in enumerate(by_start):
+        while hi < len(starts) and starts[hi] <= starts[pos] + radius:
+            counts[keys[hi]] += 1
             hi += 1
-        while matches[by_start[lo]].start < start - radius:
-            counts[matches[by_start[lo]].keyword.lower()] -= 1
-            if not counts[matches[by_start[lo]].keyword.lower()]:
-                del counts[matches[by_start[lo]].keyword.lower()]
+        while starts[lo] < starts[pos] - radius:
+            counts[keys[lo]] -= 1
+            if not counts[keys[lo]]:
+                del counts[keys[lo]]
             lo += 1
         near[i] = len(counts)
     return near
