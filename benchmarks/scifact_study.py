@@ -10,7 +10,7 @@ this set; checked against pgrag.semantic_candidates), and the default adaptive f
   first-stage hybrid top k), the semantic leg re-run with q', fused again;
 - lexical feedback (RM3-style): expansion lexemes from the first-stage hybrid top k,
   weighted by their share in those documents x idf, added to a BM25 over the stored
-  tsvectors (Python, the same k1/b as the SQL leg);
+  tsvectors (weighted terms in Python, each scored by the SQL's pgrag.bm25_score);
 - the title as a weighted field (BM25F: title term frequency x w);
 - the claim also embedded as a passage (the e5 'passage: ' prefix), mixed into the query
   vector;
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import support
@@ -58,7 +59,17 @@ LEXEMES_SQL = (
     " coalesce((SELECT count(*) FROM unnest(u.weights) w WHERE w = 'A'), 0)"
     " FROM pgrag.chunks c, unnest(c.tsv) u"
 )
-K1, B = 0.9, 0.4  # as 20_lexical.sql
+# the BM25 formula is the SQL's own (sql/functions/20_lexical.sql), evaluated over arrays
+BM25_SQL = """
+SELECT array_agg(pgrag.bm25_score(u.tf, u.idf, u.len, %(avg)s, %(k1)s, %(b)s) ORDER BY u.i)
+FROM unnest(%(tf)s::float8[], %(idf)s::float8[], %(len)s::float8[])
+     WITH ORDINALITY AS u(tf, idf, len, i)
+"""
+IDF_SQL = """
+SELECT array_agg(pgrag.bm25_idf(%(n)s, u.df) ORDER BY u.i)
+FROM unnest(%(df)s::float8[]) WITH ORDINALITY AS u(df, i)
+"""
+BM25_DEFAULTS_SQL = "SELECT bm25_k1, bm25_b FROM pgrag.fusion_defaults()"
 
 
 @dataclass
@@ -219,10 +230,15 @@ class Study:
 
 
 class Bm25:
-    """BM25 with 20_lexical.sql's k1, b and length (distinct lexemes); weighted query
-    terms; title term frequency scaled by `title_weight` (weight-A positions)."""
+    """BM25 over the corpus's lexemes with the SQL's idf, score and default k1, b
+    (pgrag.bm25_idf, pgrag.bm25_score, pgrag.fusion_defaults() on `conn`) and length
+    (distinct lexemes); weighted query terms; title term frequency scaled by
+    `title_weight` (weight-A positions)."""
 
-    def __init__(self, doc_lexemes: list[dict[str, tuple[int, int]]]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection, doc_lexemes: list[dict[str, tuple[int, int]]]
+    ) -> None:
+        self.conn = conn
         self.docs = doc_lexemes
         self.n = len(doc_lexemes)
         lists: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -232,30 +248,34 @@ class Bm25:
         self.postings = {t: np.array(p, dtype=float).T for t, p in lists.items()}
         self.length = np.array([len(x) for x in doc_lexemes], dtype=float)
         self.avg = float(self.length.mean())
-        self.idf = {
-            t: math.log(1 + (self.n - p.shape[1] + 0.5) / (p.shape[1] + 0.5))
-            for t, p in self.postings.items()
-        }
-        self.k1 = K1
-        self.norm = K1 * (1 - B + B * self.length / self.avg)
+        lexemes = list(self.postings)
+        dfs = [float(self.postings[t].shape[1]) for t in lexemes]
+        row = conn.execute(IDF_SQL, {"n": float(self.n), "df": dfs}).fetchone()
+        self.idf = dict(zip(lexemes, row[0] if row else [], strict=True))
+        self.k1, self.b = conn.execute(BM25_DEFAULTS_SQL).fetchone() or (None, None)
 
     def with_params(self, k1: float, b: float) -> Bm25:
         """The same index with other k1 / b."""
         other = Bm25.__new__(Bm25)
         other.__dict__.update(self.__dict__)
-        other.k1 = k1
-        other.norm = k1 * (1 - b + b * self.length / self.avg)
+        other.k1, other.b = k1, b
         return other
 
     def scores(self, terms: dict[str, float], title_weight: float = 1.0) -> np.ndarray:
+        """Each document's sum over the query terms of weight x pgrag.bm25_score."""
         out = np.zeros(self.n)
-        for t, w in terms.items():
-            post = self.postings.get(t)
-            if post is None:
-                continue
-            d = post[0].astype(int)
-            tf = post[1] + (title_weight - 1) * post[2]
-            out[d] += w * self.idf[t] * tf * (self.k1 + 1) / (tf + self.norm[d])
+        held = [(w, self.idf[t], self.postings[t]) for t, w in terms.items() if t in self.postings]
+        if not held:
+            return out
+        docs = np.concatenate([p[0] for _, _, p in held]).astype(int)
+        tf = np.concatenate([p[1] + (title_weight - 1) * p[2] for _, _, p in held])
+        idf = np.concatenate([np.full(p.shape[1], i) for _, i, p in held])
+        weight = np.concatenate([np.full(p.shape[1], w) for w, _, p in held])
+        args = {"tf": tf.tolist(), "idf": idf.tolist(), "len": self.length[docs].tolist()}
+        row = self.conn.execute(
+            BM25_SQL, {**args, "avg": self.avg, "k1": self.k1, "b": self.b}
+        ).fetchone()
+        np.add.at(out, docs, weight * np.array(row[0] if row else [], dtype=float))
         return out
 
     def pool(self, terms: dict[str, float], title_weight: float = 1.0) -> list[tuple[int, float]]:
@@ -422,7 +442,7 @@ def oracles(st: Study) -> dict[str, float]:
     }
 
 
-def study(data: Data) -> dict[str, Any]:
+def study(data: Data, conn: psycopg.Connection) -> dict[str, Any]:
     train, test = Study(data, "train"), Study(data, "test")
     out: dict[str, Any] = {"checks": {}, "oracles": {}, "ideas": {}}
     for name, st in (("train", train), ("test", test)):
@@ -455,7 +475,7 @@ def study(data: Data) -> dict[str, Any]:
         lambda st, k, beta: st.dense_prf(k, beta, "semantic"),
     )
 
-    bm = Bm25(data.doc_lexemes)
+    bm = Bm25(conn, data.doc_lexemes)
     base = {n: lexical_runs(st, bm) for n, st in (("train", train), ("test", test))}
     ideas["python_bm25_baseline"] = {
         f"{n} {w}": st.score(base[n][j])
@@ -577,7 +597,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     started = time.perf_counter()
     data = collect(args.dsn, args.cache)
-    out = study(data)
+    with support.server(args.dsn) as admin:  # pgrag's BM25 functions score the Python runs
+        dsn = support.fresh_database(admin, "pgrag_study_bm25")
+        try:
+            with support.connect(dsn) as conn:
+                out = study(data, conn)
+        finally:
+            support.drop_database(admin, dsn)
     out["date"] = datetime.now(UTC).isoformat(timespec="seconds")
     out["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,12 @@ class ErrorCode(StrEnum):
     UPSTREAM_ERROR = "UPSTREAM_ERROR"
     TIMEOUT = "TIMEOUT"
     INTERNAL = "INTERNAL"
+    # files an ingestion run refuses or gives up on (a document's error_code)
+    SYMLINK_OUTSIDE_ROOT = "SYMLINK_OUTSIDE_ROOT"
+    SYMLINK_NOT_FOLLOWED = "SYMLINK_NOT_FOLLOWED"
+    NOT_REGULAR_FILE = "NOT_REGULAR_FILE"
+    TOO_LARGE = "TOO_LARGE"
+    PARSER_CRASHED = "PARSER_CRASHED"
 
 
 class PgragError(Exception):

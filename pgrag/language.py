@@ -34,6 +34,12 @@ def _identifier() -> Any:
     return _load_identifier(langs=list(LATIN_LANGUAGES))
 
 
+def load() -> None:
+    """Load the identifier's model now: it takes about a second, which a server must not
+    spend on the event loop of its first search."""
+    _identifier()
+
+
 def detect_language(text: str) -> str:
     """An ISO 639-1 code (zh, ja, ko, en, de, ...) or `und` when the text has no words."""
     sample = text[:SAMPLE_CHARS]

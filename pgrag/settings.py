@@ -129,6 +129,38 @@ class Settings(BaseSettings):
         gt=0,
         description="seconds one page may take in OCR; then its reader is killed, the page left empty",
     )
+    ocr_max_pages: int = Field(
+        200, ge=1, le=100_000, description="pages OCR'd per document; later ones are left empty"
+    )
+    ocr_document_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="seconds of OCR per document; pages not read by then are left empty",
+    )
+    follow_links_inside_root: bool = Field(
+        False,
+        description="ingest symlinks whose target stays inside the ingested folder "
+        "(links leaving it are never followed)",
+    )
+    parse_memory_mb: int = Field(
+        1024,
+        ge=256,
+        le=1_048_576,
+        description="address space of a parse worker (MB); a file needing more fails TOO_LARGE",
+    )
+    parse_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="seconds a file's parse may go without progress (OCR pages count); "
+        "then it fails TIMEOUT",
+    )
+    parse_workers: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="files parsed (and OCR'd) at once by one pgrag process: ingest, watch "
+        "and uploads together",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"
     )

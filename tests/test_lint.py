@@ -6,6 +6,7 @@ pgrag/, the dependency rule (import-linter contracts in pyproject.toml), and the
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,27 @@ def test_modules_and_functions_stay_small() -> None:
     modules, functions = _sizes()
     assert modules == [], f"modules over {MAX_MODULE_LINES} lines: split them: {modules}"
     assert functions == [], f"functions over {MAX_FUNCTION_LINES} lines: split them: {functions}"
+
+
+MAX_SQL_FUNCTION_LINES = 80
+SQL_FUNCTION = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([\w.]+)\s*\(.*?\bAS\s+(\$\w*\$)(.*?)\2",
+    re.S | re.I,
+)
+
+
+def _sql_function_sizes() -> dict[str, int]:
+    """Body lines (between the dollar quotes) of each function in sql/functions/."""
+    sizes = {}
+    for path in sorted((ROOT / "sql" / "functions").glob("*.sql")):
+        for m in SQL_FUNCTION.finditer(path.read_text(encoding="utf-8")):
+            sizes[f"{path.name} {m[1]}"] = len(m[3].strip("\n").splitlines())
+    return sizes
+
+
+def test_sql_functions_stay_small() -> None:
+    """The Python rule for SQL too: a function of the ranking SQL reads in one sitting."""
+    sizes = _sql_function_sizes()
+    assert len(sizes) > 50 and "20_lexical.sql pgrag.lexical_candidates_in" in sizes
+    over = {name: n for name, n in sizes.items() if n > MAX_SQL_FUNCTION_LINES}
+    assert over == {}, f"SQL functions over {MAX_SQL_FUNCTION_LINES} lines: split them: {over}"

@@ -168,6 +168,46 @@ async def test_wrong_content_type_and_bad_json_are_json_rpc_errors(http: HttpSer
         assert binary.status_code == 400 and binary.json()["error"]["code"] == -32700
 
 
+async def test_deeply_nested_json_is_a_parse_error_without_traceback(
+    http: HttpServer, server_log: Path
+) -> None:
+    """Nesting past what the parser recurses into: -32700, not a 500 and a RecursionError
+    in the log; nesting the parser takes but the server will not walk is refused alike."""
+    deep_arguments = {"name": "search", "arguments": {"query": "x", "filters": "@"}}
+    bodies = [
+        b"[" * 100_000 + b"]" * 100_000,
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": deep_arguments})
+        .replace('"@"', "{" + '"a":{' * 5_000 + "}" * 5_001)
+        .encode(),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"x": "@"}})
+        .replace('"@"', "[" * 900 + "]" * 900)
+        .encode(),
+    ]
+    async with _client() as hc:
+        for body in bodies:
+            r = await hc.post(http.mcp_url, content=body, headers=RAW)
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text[:300]
+        ping = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": [[[1]]]}})
+        assert (await hc.post(http.mcp_url, content=ping, headers=RAW)).status_code == 200
+    _no_tracebacks(server_log)
+
+
+async def test_a_nul_character_in_arguments_is_audited_sanitised(
+    legacy: Client, http: HttpServer, server_log: Path
+) -> None:
+    """The call is audited like any other (its arguments with the NUL replaced), and no
+    traceback is logged; the search itself answers."""
+    result = await legacy.call_tool("search", {"query": "shelf\x00boxes nul-probe", "limit": 1})
+    assert result.structured_content is not None
+    trace_id = result.structured_content["meta"]["trace_id"]
+    with psycopg.connect(http.dsn) as conn:
+        row = conn.execute(
+            "SELECT arguments->>'query' FROM pgrag.audit_log WHERE trace_id = %s", (trace_id,)
+        ).fetchone()
+    assert row == ("shelf\ufffdboxes nul-probe",)
+    _no_tracebacks(server_log)
+
+
 async def test_a_query_mentioning_progress_token_is_answered_as_json(http: HttpServer) -> None:
     """Only a real params._meta.progressToken asks for a stream; Accept: application/json
     alone is then honoured (it was a 406)."""

@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import functools
 import io
-import sys
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.ocr import OcrOptions, engines
+from pgrag.ingest.parse_worker import close_workers
 from pgrag.ingest.parsers import OCR_UNAVAILABLE, parse
 from pgrag.ingest.pipeline import Ingestor, Outcome
 from pgrag.search.engine import SearchService
@@ -313,9 +314,13 @@ def test_rapidocr_page_over_its_time_limit_is_killed_and_the_next_page_is_read(
 async def test_missing_engine_fails_with_ocr_unavailable(
     dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)  # import fails
+    # parsing (and OCR) runs in a worker process: it must not find either engine
+    stub = tmp_path / "stub" / "rapidocr_onnxruntime"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('not installed')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{stub.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no tesseract binary
-    engines._rapid.cache_clear()
+    close_workers()  # a worker started before now has the engines
     folder = tmp_path / "in"
     folder.mkdir()
     Image.new("RGB", (200, 100), "white").save(folder / "photo.png")
@@ -324,7 +329,7 @@ async def test_missing_engine_fails_with_ocr_unavailable(
         async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
             summary = await Ingestor(db.pool, HashEmbedder(HASH)).run([folder])
     finally:
-        engines._rapid.cache_clear()
+        close_workers()
     assert {r.path: (r.outcome, r.error_code) for r in summary.results} == {
         "photo.png": (Outcome.FAILED, OCR_UNAVAILABLE),
         "scan.pdf": (Outcome.FAILED, OCR_UNAVAILABLE),

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from tests.conftest import create_database, drop_database
 from tests.fixtures.knowledge_base import EXPECTED_PAGE_TERMS, expected_outlines
 from tests.support.kb_server import (
     FULL_KEY,
-    HASH_MODEL,
     KB_COLLECTION,
     KB_SHEET_ROWS,
     NOTE_PATH,
@@ -26,6 +23,7 @@ from tests.support.kb_server import (
     HttpServer,
     KnowledgeBase,
     http_server,
+    writable_http_server,
 )
 
 pytest_plugins = ("tests.support.kb_server",)
@@ -282,14 +280,8 @@ def writable(
     server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[HttpServer]:
     """Its own database, so uploads never change what the shared knowledge base holds."""
-    dsn = create_database(server_dsn)
-    home: Path = tmp_path_factory.mktemp("pgrag-home")
-    env = {"PGRAG_READ_ONLY": "false", "PGRAG_TOOLSETS": "core,write", "PGRAG_HOME": str(home)}
-    try:
-        with http_server(dsn, "--embedding-model", HASH_MODEL, env=env) as server:
-            yield server
-    finally:
-        drop_database(server_dsn, dsn)
+    with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
+        yield server
 
 
 def test_upload_poll_read_and_delete(writable: HttpServer) -> None:

@@ -3,10 +3,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pgrag.search.keywords import Match, extract_keywords, find_matches
+from pgrag.search.keywords import (
+    CJK,
+    MAX_KEYWORDS,
+    Match,
+    extract_keywords,
+    find_matches,
+    stem,
+)
 from pgrag.search.models import SearchRequest, Snippet
 from pgrag.search.snippets import (
     DEDUP_JACCARD,
@@ -19,6 +30,7 @@ from pgrag.search.snippets import (
     jaccard,
     make_snippets,
     merge_windows,
+    near_keywords,
     order,
     score_window,
     summary,
@@ -129,6 +141,55 @@ def test_word_matches_need_a_word_start() -> None:
         (2, 11),
         (13, 21),
     ]
+
+
+CJK_RUN = re.compile(f"[{CJK}]+")
+
+
+def _one_pattern_per_keyword(text: str, keywords: list[str]) -> list[tuple[int, int, str]]:
+    """The matching rule spelled out, one regex per keyword: what the single pattern of
+    KeywordMatcher must find."""
+    found = []
+    for kw in keywords:
+        if CJK_RUN.fullmatch(kw):
+            pattern = re.compile(re.escape(kw))
+        else:
+            pattern = re.compile(rf"(?<![^\W_]){re.escape(stem(kw))}[^\W{CJK}_]*", re.IGNORECASE)
+        found += [(m.start(), m.end(), kw) for m in pattern.finditer(text)]
+    return sorted(found, key=lambda f: (f[0], -f[1]))
+
+
+_TEXT_CHARS = list("abcsign edtontrac SIGN-'.’_合同签署的流程哈 \nİıſKkßẞ0123")
+_QUERY_WORDS = [
+    "sign",
+    "signing",
+    "signature",
+    "contracts",
+    "Contract",
+    "合同签署",
+    "哈哈",
+    "e-mail",
+]
+_QUERY_WORDS += ["don't", "u.s.", "12", "ſign", "İstanbul", "straße", "ing"]
+
+
+@given(
+    st.text(st.sampled_from(_TEXT_CHARS), max_size=80)
+    | st.lists(st.sampled_from(_QUERY_WORDS), max_size=12).map(" ".join),
+    st.lists(
+        st.sampled_from(_QUERY_WORDS) | st.text(st.sampled_from(_TEXT_CHARS), max_size=10),
+        max_size=6,
+    ).map(" ".join),
+)
+def test_one_pattern_finds_what_a_pattern_per_keyword_finds(text: str, query: str) -> None:
+    keywords = extract_keywords(query)
+    found = [(m.start, m.end, m.keyword) for m in find_matches(text, keywords)]
+    assert found == _one_pattern_per_keyword(text, keywords)
+
+
+def test_keywords_are_capped() -> None:
+    words = [f"word{i:03d}x" for i in range(MAX_KEYWORDS + 50)]
+    assert extract_keywords(" ".join(words)) == words[:MAX_KEYWORDS]
 
 
 # --- 四 D / 九.2: ±context_chars windows, dynamic by unique keywords ---------------------------
@@ -346,6 +407,30 @@ def test_finalise_caps_the_number_of_snippets() -> None:
     out = finalise(items, 3)
     assert [s.relevance_score for s in out] == [7.0, 6.0, 5.0]
     assert len(finalise(items, 50)) == 8
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["aa bb", "aa bb cc", "dd ee", "ff"]), st.integers(0, 4)),
+        max_size=30,
+    ),
+    st.integers(1, 5),
+)
+def test_finalise_stops_early_with_the_same_result(items: list[tuple[str, int]], cap: int) -> None:
+    """Near-duplicate removal stops once the cap is kept: the same snippets as checking all."""
+    snippets = [snip(text, float(score), ["a"], i) for i, (text, score) in enumerate(items)]
+    assert finalise(snippets, cap) == order(dedupe(snippets))[:cap]
+
+
+@given(st.lists(st.tuples(st.integers(0, 300), st.sampled_from("aAbc")), max_size=40))
+def test_near_keywords_counts_distinct_keywords_within_the_radius(
+    spots: list[tuple[int, str]],
+) -> None:
+    matches = [Match(start, start + 1, kw) for start, kw in spots]
+    expected = [
+        len({x.keyword.lower() for x in matches if abs(x.start - m.start) <= 50}) for m in matches
+    ]
+    assert near_keywords(matches, 50) == expected
 
 
 def test_summary_concatenates_top_snippets_and_shortens_long_ones() -> None:

@@ -14,8 +14,10 @@ from rich.table import Table
 from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
+from pgrag.services.eval_sets import run_set, save_cases
 from pgrag.services.evaluation import (
     EVAL_MODES,
+    EvalQuery,
     Outcome,
     QueryFileError,
     parse_queries,
@@ -88,7 +90,15 @@ def print_details(outcomes: list[Outcome]) -> None:
 
 
 @cli.command(name="eval")
-@click.argument("queries_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "queries_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--set",
+    "set_name",
+    default=None,
+    help="a stored evaluation set (the console's): run it, adding QUERIES_FILE's lines to it first",
+)
 @click.option("--collection", "-c", default=None, help="only this collection")
 @click.option(
     "--mode",
@@ -103,30 +113,30 @@ def print_details(outcomes: list[Outcome]) -> None:
 @click.pass_context
 def eval_(
     ctx: click.Context,
-    queries_file: Path,
+    queries_file: Path | None,
+    set_name: str | None,
     collection: str | None,
     modes: tuple[str, ...],
     details: bool,
     as_json: bool,
 ) -> None:
     """Score your own queries (JSONL: query, document, optional location, answer, mode,
-    category) against a collection: hit@1, hit@3, MRR@10, location and answer accuracy."""
-    try:
-        text = queries_file.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise QueryFileUsageError(f"{queries_file}: not UTF-8 ({exc.reason})") from None
-    try:
-        queries = parse_queries(text, queries_file.name)
-    except QueryFileError as exc:
-        raise QueryFileUsageError(str(exc)) from None
+    category) against a collection: hit@1, hit@3, MRR@10, location and answer accuracy.
+    With --set, the stored set (each run kept, shown by the console's Evaluation page)."""
+    if queries_file is None and not set_name:
+        raise QueryFileUsageError("give a QUERIES_FILE, --set NAME, or both")
+    queries = _read_queries(queries_file) if queries_file else []
     settings = state(ctx).settings
+    chosen = modes or ("hybrid",)
 
     async def go() -> tuple[list[Outcome], list[str]]:
         async with open_runtime(settings, max_pool=2) as rt:
             service = SearchService.configured(rt.db.pool, rt.provider, settings)
-            return await run_queries(
-                service, queries, modes=modes or ("hybrid",), collection=collection
-            )
+            if not set_name:
+                return await run_queries(service, queries, modes=chosen, collection=collection)
+            if queries:
+                await save_cases(rt.db.pool, set_name, queries, "local")
+            return await run_set(service, set_name, chosen, collection)
 
     outcomes, missing = run(go)
     if as_json:
@@ -137,3 +147,14 @@ def eval_(
         print_details(outcomes)
     for doc in missing:
         err.print(f"not in the collection (scored as a miss): {doc}", highlight=False)
+
+
+def _read_queries(queries_file: Path) -> list[EvalQuery]:
+    try:
+        text = queries_file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise QueryFileUsageError(f"{queries_file}: not UTF-8 ({exc.reason})") from None
+    try:
+        return parse_queries(text, queries_file.name)
+    except QueryFileError as exc:
+        raise QueryFileUsageError(str(exc)) from None

@@ -1,6 +1,7 @@
 """One HTTP process: Streamable HTTP at /mcp (stateless; JSON bodies unless a call asks for
 progress, see mcp_mode.py), legacy SSE at /sse, the REST API (routes/; stable
-codes and error bodies in errors.py), /healthz, /readyz and the OpenAPI description."""
+codes and error bodies in errors.py), /healthz, /readyz, the OpenAPI description and the
+web console at / (pgrag/web)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from starlette.routing import BaseRoute, Route
 from pgrag import __version__
 from pgrag.db.scope import ensure_scoping_possible
 from pgrag.http.auth import BearerAuth, parse_api_keys
-from pgrag.http.errors import install_error_handlers
-from pgrag.http.host_guard import HostGuard, host_policy
+from pgrag.http.errors import HTTP_STATUS, install_error_handlers
+from pgrag.http.host_guard import HostGuard, host_policy, is_loopback
 from pgrag.http.jsonrpc import QuietRejections
 from pgrag.http.mcp_mode import ResponseModeRouter
 from pgrag.http.routes import documents, ops, search
@@ -27,6 +28,7 @@ from pgrag.mcp.notify import running_relay
 from pgrag.mcp.server import PgragServer, build_server
 from pgrag.services.context import SharedContext, open_context
 from pgrag.settings import Settings
+from pgrag.web import app as console
 
 
 def create_app(
@@ -61,7 +63,10 @@ def create_app(
     for router in (ops.probes, search.router, documents.router, ops.status):
         app.include_router(router)
     app.router.routes.extend(mcp_routes)
-    app.add_middleware(BearerAuth, keys=keys)
+    console.mount(
+        app, settings, shared, keys=keys, loopback=is_loopback(host), error_status=HTTP_STATUS
+    )
+    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
     app.add_middleware(HostGuard, policy=policy)  # outermost
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -44,9 +45,12 @@ def parse_api_keys(spec: str | None) -> list[ApiKey]:
 class BearerAuth:
     """ASGI middleware: resolve the caller, set their collection scope for this request."""
 
-    def __init__(self, app: ASGIApp, keys: list[ApiKey]) -> None:
+    def __init__(
+        self, app: ASGIApp, keys: list[ApiKey], own_auth: Callable[[str], bool] | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
+        self.own_auth = own_auth  # paths that authenticate themselves (the web console)
 
     def _match(self, token: str) -> ApiKey | None:
         found = None
@@ -63,7 +67,8 @@ class BearerAuth:
             set_identity("anonymous", None)
             await self.app(scope, receive, send)
             return
-        if scope.get("path") in OPEN_PATHS:
+        path = str(scope.get("path", ""))
+        if path in OPEN_PATHS or (self.own_auth is not None and self.own_auth(path)):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -71,7 +76,6 @@ class BearerAuth:
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         key = self._match(token) if token else None
         if key is None:
-            path = str(scope.get("path", ""))
             if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
                 await _unauthorized_jsonrpc(send, sent_key=bool(token))
             else:

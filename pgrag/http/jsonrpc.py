@@ -1,12 +1,12 @@
 """The JSON-RPC front door of /mcp: what the SDK's transports would hang on, or answer with
 plain text or a pydantic dump, is answered here with the spec's error object instead.
 
-Checked before a POST reaches the SDK: the Content-Type, that the body parses (-32700), that
-it is one JSON-RPC 2.0 message and not a batch (-32600: MCP 2025-06-18 removed batching),
-that a request's id is a string or an integer (`id: null` or `1.5` used to get 202 and no
-answer: the client hung) and that params is an object (-32602). Also whether the request
-asked for progress (params._meta.progressToken) and accepts a stream, which picks the
-transport (mcp_mode.py)."""
+Checked before a POST reaches the SDK: the Content-Type, that the body parses and nests at
+most MAX_DEPTH levels (-32700), that it is one JSON-RPC 2.0 message and not a batch (-32600:
+MCP 2025-06-18 removed batching), that a request's id is a string or an integer (`id: null`
+or `1.5` used to get 202 and no answer: the client hung) and that params is an object
+(-32602). Also whether the request asked for progress (params._meta.progressToken) and
+accepts a stream, which picks the transport (mcp_mode.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+MAX_DEPTH = 64  # no tool takes arguments nested nearly as deep; validating deeper recurses
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -29,6 +30,9 @@ class Rejection:
     code: int
     message: str
     id: str | int | None = None
+
+
+TOO_DEEP = Rejection(400, PARSE_ERROR, f"Parse error: nested deeper than {MAX_DEPTH} levels")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,18 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _too_deep(value: Any) -> bool:
+    """Is `value` nested deeper than MAX_DEPTH? Walked with a stack, not by recursion."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
 def check_post(scope: MutableMapping[str, Any], body: bytes) -> Checked:
     """Whether this POST is one well-formed JSON-RPC message, and if it asks for progress."""
     media = _header(scope, b"content-type").split(";", 1)[0].strip().lower()
@@ -57,6 +73,10 @@ def check_post(scope: MutableMapping[str, Any], body: bytes) -> Checked:
         message = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         return Checked(Rejection(400, PARSE_ERROR, f"Parse error: {exc}"))
+    except RecursionError:  # nested past what the parser recurses into
+        return Checked(TOO_DEEP)
+    if _too_deep(message):
+        return Checked(TOO_DEEP)
     if isinstance(message, list):
         return Checked(
             Rejection(

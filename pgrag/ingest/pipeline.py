@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,13 +28,15 @@ from pgrag import metrics
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode
+from pgrag.ingest.files import UnsafeFile
+from pgrag.ingest.parse_worker import ParseOptions, parse_file
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
-from pgrag.ingest.prepare import PreparedDocument, base_fields, prepare_file
+from pgrag.ingest.prepare import PreparedDocument, base_fields
 from pgrag.ingest.reindex import embed_text
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
-from pgrag.ingest.walker import FoundFile, file_sha256, walk
+from pgrag.ingest.walker import FoundFile, walk
 from pgrag.store import documents as store
 from pgrag.store import removals
 from pgrag.store import vectors as vector_store
@@ -76,8 +79,10 @@ class Ingestor:
         chunk_overlap: int = 40,
         reporter: Reporter | None = None,
         ocr: OcrOptions | None = None,
+        parse: ParseOptions | None = None,
     ) -> None:
         self.pool = pool
+        self.parse = parse or ParseOptions()
         if ocr is None:
             from pgrag.ingest.ocr import OcrOptions
 
@@ -113,7 +118,8 @@ class Ingestor:
                 root, files = await asyncio.to_thread(walk, target)
                 await self._ingest_files(col, root, files, summary, stage)
                 if remove_missing and target.expanduser().resolve().is_dir():
-                    present = [f.rel for f in files]
+                    refused = set(summary.refused())  # e.g. now a link: its old text goes too
+                    present = [f.rel for f in files if f.rel not in refused]
                     async with self.pool.connection() as conn:
                         removed = await removals.remove_missing(conn, col.id, str(root), present)
                     for path in removed:
@@ -217,13 +223,21 @@ class Ingestor:
             asyncio.Queue(maxsize=PREFETCH)
         )
 
+        parse = functools.partial(
+            parse_file, target=self.chunk_tokens, overlap=self.chunk_overlap, options=self.parse
+        )
+
         async def produce() -> None:
             cancelled = False
             try:
                 for f in files:
                     try:
-                        digest = await asyncio.to_thread(file_sha256, f.path)
-                        size = f.path.stat().st_size
+                        digest, size = await asyncio.to_thread(f.sha256, self.parse.follow_links)
+                    except UnsafeFile as exc:  # a link, a FIFO, a device: never read
+                        result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
+                        summary.results.append(result)
+                        self.report(IngestEvent("file_done", f.rel, result=result))
+                        continue
                     except OSError as exc:  # vanished or unreadable since the walk
                         summary.results.append(
                             FileResult(f.rel, Outcome.FAILED, error_code="IO_ERROR", error=str(exc))
@@ -245,22 +259,14 @@ class Ingestor:
                     work = _Work(f, digest, size, k)
                     self.report(IngestEvent("file_start", f.rel))
                     try:
-                        prepared = await asyncio.to_thread(
-                            prepare_file,
-                            f,
-                            digest,
-                            self.chunk_tokens,
-                            self.chunk_overlap,
-                            self._ocr_for(f.rel),
-                        )
+                        prepared = await parse(f, digest, self._ocr_for(f.rel))
                         await queue.put((work, prepared, None))
                     except ParseError as exc:
                         await queue.put((work, None, exc))
-                    except Exception as exc:  # a parser bug must not stop the run
-                        log.exception("unexpected error parsing %s", f.path)
-                        await queue.put(
-                            (work, None, ParseError("CORRUPT_FILE", f"{type(exc).__name__}: {exc}"))
-                        )
+                    except Exception as exc:  # no worker (cannot start one): retried next run
+                        log.exception("parsing %r failed", f.rel)
+                        error = ParseError("INTERNAL", f"{type(exc).__name__}: {exc}")
+                        await queue.put((work, None, error))
             except asyncio.CancelledError:
                 cancelled = True
                 raise

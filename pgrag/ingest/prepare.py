@@ -1,9 +1,10 @@
 """Turning one file into what the store writes: parsed units, chunk rows, document fields.
-CPU-bound; runs in a worker thread so the event loop keeps serving."""
+CPU-bound and exposed to hostile files: runs in a parse worker process (parse_worker.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgrag.ingest.chunking import chunk_unit
 from pgrag.ingest.parsers import parse
-from pgrag.ingest.parsers.base import ParsedDocument, Unit
+from pgrag.ingest.parsers.base import UNREADABLE, ParsedDocument, ParseError, Unit
 from pgrag.ingest.walker import FoundFile
 from pgrag.store.documents import ChunkRow, DocumentFields
 
@@ -153,11 +154,18 @@ def prepare_file(
     target: int,
     overlap: int,
     ocr: OcrOptions | None = None,
+    follow_links: bool = False,
 ) -> PreparedDocument:
-    """Parse and chunk; raises ParseError for files we cannot read."""
-    stat = found.path.stat()
+    """Parse and chunk; raises ParseError for files we cannot read (OSError as UNREADABLE),
+    files.UnsafeFile for links and special files."""
+    try:
+        f = found.open(follow_links=follow_links)
+    except OSError as exc:
+        raise ParseError(UNREADABLE, f"cannot read the file: {exc.strerror or exc}") from None
+    with f:
+        stat = os.fstat(f.fileno())
+        doc = parse(found.path, ocr=ocr, opened=f)
     fields = base_fields(found, content_hash, stat.st_size)
-    doc = parse(found.path, ocr=ocr)
     mtime = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
     title = doc.title or Path(found.rel).stem
     fields.file_type = doc.file_type or fields.file_type

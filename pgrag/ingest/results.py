@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pgrag.ingest.files import SKIP_CODES
+
 
 class Outcome(StrEnum):
     ADDED = "added"
@@ -47,6 +49,10 @@ class IngestSummary:
             if r.outcome == Outcome.FAILED
             or (r.outcome == Outcome.PENDING and not r.vectors_pending)
         ]
+
+    def refused(self) -> list[str]:
+        """Paths skipped as links or special files (files.SKIP_CODES)."""
+        return [r.path for r in self.results if r.error_code in SKIP_CODES]
 
     @property
     def waiting(self) -> list[FileResult]:

@@ -1,15 +1,18 @@
 """Which files an ingestion run looks at: folders walked with a default ignore list plus
-the root's `.pgragignore` (gitignore syntax)."""
+the root's `.pgragignore` (gitignore syntax). Links and special files are listed too: the
+open (files.py) refuses them, so each is reported with its code rather than dropped."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pathspec
+
+from pgrag.ingest.files import UnsafeFile, hash_file, open_in_root
 
 DEFAULT_IGNORES = [
     ".*",  # hidden files and folders: .git, .venv, .DS_Store, editor state
@@ -38,12 +41,27 @@ class FoundFile:
     def folder(self) -> str:
         return self.rel.rpartition("/")[0]
 
+    def open(self, *, follow_links: bool = False) -> BinaryIO:
+        """The file for reading, by the rules of files.py (raises UnsafeFile, OSError)."""
+        return open_in_root(self.root, self.rel, follow_links=follow_links)
+
+    def sha256(self, follow_links: bool = False) -> tuple[str, int]:
+        """Content hash (hex) and size, read by the same rules."""
+        with self.open(follow_links=follow_links) as f:
+            return hash_file(f)
+
+
+MAX_IGNORE_FILE_BYTES = 1 << 20
+
 
 def ignore_spec(root: Path) -> pathspec.GitIgnoreSpec:
     lines = list(DEFAULT_IGNORES)
-    extra = root / IGNORE_FILE
-    if extra.is_file():
-        lines += extra.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        with open_in_root(root, IGNORE_FILE) as f:
+            raw = f.read(MAX_IGNORE_FILE_BYTES)
+        lines += raw.decode("utf-8", errors="replace").splitlines()
+    except (OSError, UnsafeFile):
+        pass  # none, or a link / special file: not read
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
@@ -70,14 +88,6 @@ def walk_under(root: Path, spec: pathspec.GitIgnoreSpec, start: Path) -> list[Fo
             if not spec.match_file(rel):
                 found.append(FoundFile(root, Path(dirpath) / name, rel))
     return found
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def iter_paths(targets: list[Path]) -> Iterator[tuple[Path, list[FoundFile]]]:

@@ -1,8 +1,13 @@
-"""Watch mode: re-ingest on create/edit/rename/delete, debounced, via watchfiles."""
+"""Watch mode: re-ingest on create/edit/rename/delete, debounced, via watchfiles.
+
+Paths are classified with lstat: a linked folder is never walked, and links and special
+files go to the ingestor, whose open refuses them with their code (files.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,11 +55,14 @@ async def watch_and_ingest(
             touched, deleted = _on_disk_now(root, specs[root], changes)
             if touched:
                 await _settle(list(touched.values()))
-                deleted += [rel for rel, p in touched.items() if not p.is_file()]
+                deleted += [rel for rel, p in touched.items() if not os.path.lexists(p)]
             summary = IngestSummary(ingestor.collection_name)
-            files = [FoundFile(root, p, rel) for rel, p in sorted(touched.items()) if p.is_file()]
+            files = [
+                FoundFile(root, p, rel) for rel, p in sorted(touched.items()) if os.path.lexists(p)
+            ]
             if files:
                 summary.results += (await ingestor.ingest_files(root, files)).results
+                deleted += summary.refused()  # a file replaced by a link: its text goes
             if deleted:
                 removed = await ingestor.remove(root, sorted(set(deleted)))
                 summary.results += [FileResult(p, Outcome.REMOVED) for p in removed]
@@ -75,12 +83,16 @@ def _on_disk_now(
         if not path.is_relative_to(root) or path == root:
             continue
         rel = path.relative_to(root).as_posix()
-        if path.is_dir():
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            mode = None
+        if mode is not None and stat.S_ISDIR(mode):
             if change == Change.added and not spec.match_file(rel + "/"):
                 touched.update((f.rel, f.path) for f in walk_under(root, spec, path))
         elif spec.match_file(rel):
             continue
-        elif path.is_file():
+        elif mode is not None:
             touched[rel] = path
         else:
             deleted.append(rel)
@@ -91,7 +103,7 @@ def _stamps(paths: list[Path]) -> list[tuple[int, int] | None]:
     stamps: list[tuple[int, int] | None] = []
     for p in paths:
         try:
-            st = p.stat()
+            st = p.lstat()
             stamps.append((st.st_size, st.st_mtime_ns))
         except OSError:
             stamps.append(None)

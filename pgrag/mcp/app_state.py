@@ -4,7 +4,6 @@ itself, the read-only rule and the time limits live in pgrag/services/context.py
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -15,6 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from psycopg.types.json import Jsonb
 
+from pgrag.deadline import within
 from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
@@ -91,6 +91,18 @@ def _elide(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _sanitised(value: Any) -> Any:
+    """`value` with every NUL character replaced: PostgreSQL's jsonb cannot store one, and
+    the call must be audited all the same."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_sanitised(v) for v in value]
+    if isinstance(value, dict):
+        return {_sanitised(k): _sanitised(v) for k, v in value.items()}
+    return value
+
+
 async def _audit(
     state: AppContext,
     tool: str,
@@ -103,7 +115,7 @@ async def _audit(
     try:
         async with state.pool.connection(timeout=2) as conn:
             await conn.execute(
-                AUDIT_SQL, (tool, Jsonb(_elide(args)), caller, ms, outcome, trace_id)
+                AUDIT_SQL, (tool, Jsonb(_sanitised(_elide(args))), caller, ms, outcome, trace_id)
             )
     except Exception:  # auditing must not turn a good answer into an error
         log.warning("audit write failed for %s", tool, exc_info=True)
@@ -158,7 +170,7 @@ def tool_call(
             trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
             try:
-                value = await asyncio.wait_for(body(*args, **kwargs), timeout)
+                value = await within(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)

@@ -15,16 +15,17 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag import deadline
 from pgrag.db.one import scalar
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
 from pgrag.language import detect_language
 from pgrag.metrics import observe_search
-from pgrag.paging import ContinuationCodec, fingerprint, fit_to_budget, item_tokens
+from pgrag.paging import Budgeted, ContinuationCodec, fingerprint, fit_to_budget, item_tokens
 from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
-from pgrag.search.keywords import extract_keywords
+from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.ranking import FusionParams, RankInput, load_fusion, rank
 from pgrag.settings import Settings
@@ -47,6 +48,18 @@ def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
     if len(tokens) <= limit:
         return text, False
     return encoding().decode(tokens[:limit]), True
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What the database gave for a page of hits, to be shaped off the event loop."""
+
+    req: SearchRequest
+    mode: str
+    rows: list[RankedRow]
+    details: dict[int, ChunkDetail]
+    content_mode: str
+    full_texts: dict[str, str]  # content_mode=full: document id -> its extracted text
 
 
 @dataclass
@@ -160,12 +173,10 @@ class SearchService:
                 ),
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
-            hits = await self._hits(conn, req, mode, rows, collection_ids)
+            hits, budget, bounded = await self._hits(conn, req, mode, rows, collection_ids)
+            if bounded:
+                degraded.append("snippets")
             total = rows[0].total if rows else 0
-            budget = fit_to_budget(
-                hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
-            )
-            hits = hits[: budget.count]
             # ranks are positions in the whole ranking: a row deleted since ranking is skipped
             next_offset = hits[-1].rank if hits else offset + len(rows)
             has_more = next_offset < total
@@ -243,9 +254,11 @@ class SearchService:
         mode: str,
         rows: list[RankedRow],
         collection_ids: list[int] | None,
-    ) -> list[SearchHit]:
+    ) -> tuple[list[SearchHit], Budgeted, bool]:
+        """The page's hits, cut to the token budget, and whether highlighting stopped early.
+        The database is read here; the hits are shaped off the event loop."""
         if not rows:
-            return []
+            return [], Budgeted(0, 0, False), False
         chunk_ids: set[int] = set()
         for r in rows:
             chunk_ids.update(r.chunk_ids or [r.chunk_id])
@@ -257,8 +270,7 @@ class SearchService:
             )
             details = {d.id: d for d in await cur.fetchall()}
         content_mode = req.content_mode or self.default_content_mode
-        keywords = extract_keywords(req.query) if mode != "regex" else []
-        full_texts: dict[str, tuple[str, bool]] = {}
+        full_texts: dict[str, str] = {}
         if content_mode == "full":
             # each document read on its collection's shard (Citus), not on every shard
             docs = {
@@ -267,17 +279,33 @@ class SearchService:
                 if r.chunk_id in details
             }
             for doc_id, collection_id in docs.items():
-                text = await extracted_text(conn, doc_id, collection_id)
-                full_texts[doc_id] = _cut_to_tokens(text, max(50, req.max_tokens - HIT_RESERVE))
+                full_texts[doc_id] = await extracted_text(conn, doc_id, collection_id)
+        page = _Page(req, mode, rows, details, content_mode, full_texts)
+        return await deadline.off_loop(self._shape, page)
+
+    def _shape(self, page: _Page) -> tuple[list[SearchHit], Budgeted, bool]:
+        """Snippets, full texts and token counts: CPU work, bounded by the call's deadline."""
+        req, mode = page.req, page.mode
+        matcher: Matcher = (
+            RegexMatcher(req.query)
+            if mode == "regex"
+            else KeywordMatcher(extract_keywords(req.query))
+        )
+        query_lang = detect_language(req.query) if mode != "regex" else None
+        cut = max(50, req.max_tokens - HIT_RESERVE)
+        full_texts = {doc: _cut_to_tokens(text, cut) for doc, text in page.full_texts.items()}
         hits = []
-        for r in rows:
-            d = details.get(r.chunk_id)
+        for r in page.rows:
+            deadline.check()
+            d = page.details.get(r.chunk_id)
             if d is None:  # deleted between ranking and fetching
                 continue
-            hit_chunks = [details[i] for i in (r.chunk_ids or [r.chunk_id]) if i in details]
+            hit_chunks = [
+                page.details[i] for i in (r.chunk_ids or [r.chunk_id]) if i in page.details
+            ]
             hits.append(
                 build_hit(
-                    HitSource(req, mode, r.rank, d, hit_chunks, keywords, content_mode),
+                    HitSource(req, mode, r.rank, d, hit_chunks, matcher, page.content_mode),
                     full_texts.get(d.document_id),
                     Explain(
                         lexical_rank=r.lexical_rank,
@@ -286,7 +314,7 @@ class SearchService:
                         semantic_score=r.semantic_score,
                         fused_score=r.fused_score,
                         regex_matches=r.regex_matches,
-                        query_lang=detect_language(req.query) if mode != "regex" else None,
+                        query_lang=query_lang,
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
                         **self.fusion.explain(mode),
@@ -295,7 +323,10 @@ class SearchService:
                     snippet_summary=self.snippet_summary,
                 )
             )
-        return hits
+        budget = fit_to_budget(
+            hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
+        )
+        return hits[: budget.count], budget, matcher.exhausted
 
     async def _log(
         self,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pgrag.search.keywords import find_matches, find_regex_matches
+from pgrag import deadline
+from pgrag.search.keywords import Matcher
 from pgrag.search.models import Context, Explain, Location, SearchHit, SearchRequest, Snippet
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
 from pgrag.store.rows import ChunkDetail
@@ -26,7 +27,7 @@ class HitSource:
     rank: int
     chunk: ChunkDetail  # the hit's chunk
     chunks: list[ChunkDetail]  # scope=documents: the document's chunks on the page
-    keywords: list[str]
+    matcher: Matcher  # the request's, shared by all its hits
     content_mode: str
 
 
@@ -46,6 +47,7 @@ def hit_snippets(h: HitSource, max_snippets: int) -> list[Snippet]:
     req = h.req
     snippets: list[Snippet] = []
     for ch in h.chunks:
+        deadline.check()
         w = ch.window or ch.content
         src = SnippetSource(
             text=w,
@@ -56,12 +58,9 @@ def hit_snippets(h: HitSource, max_snippets: int) -> list[Snippet]:
             file_id=ch.document_id,
             file_name=ch.name,
         )
-        matches = (
-            find_regex_matches(w, req.query) if h.mode == "regex" else find_matches(w, h.keywords)
-        )
         snippets += make_snippets(
             src,
-            matches,
+            h.matcher.find(w),
             context_chars=req.context_chars,
             merge_overlapping=req.merge_overlapping,
             with_details=req.return_scoring_details,

@@ -42,6 +42,10 @@ class FusionParams:
     proximity_weight: float
     proximity_width: int
     chunks_per_document: int
+    bm25_k1: float
+    bm25_b: float
+    candidate_budget: float
+    rescore_size: int
 
     def explain(self, mode: str) -> dict[str, Any]:
         """The parameters a hit's explain shows: those its mode ranked with."""
@@ -118,6 +122,10 @@ def _hybrid_params(f: FusionParams, q: RankInput) -> dict[str, Any]:
         "coverage_gain": f.coverage_gain,
         "max_lexical_share": f.max_lexical_share,
         "proximity_weight": f.proximity_weight,
+        "bm25_k1": f.bm25_k1,
+        "bm25_b": f.bm25_b,
+        "candidate_budget": f.candidate_budget,
+        "rescore_size": f.rescore_size,
         "lexical_weight": lexical_weight,
         "semantic_weight": semantic_weight,
         # one pool for the whole walk: a pool that grew with the offset re-ranked

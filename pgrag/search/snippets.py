@@ -13,6 +13,7 @@ Offsets are into the unit's extracted text (`units.body`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from pgrag.search.keywords import Match
@@ -102,9 +103,12 @@ def _bigrams(s: str) -> set[str]:
     return {s[i : i + 2] for i in range(len(s) - 1)} or {s}
 
 
-def jaccard(a: str, b: str) -> float:
-    x, y = _bigrams(_normalise(a)), _bigrams(_normalise(b))
+def _overlap(x: set[str], y: set[str]) -> float:
     return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def jaccard(a: str, b: str) -> float:
+    return _overlap(_bigrams(_normalise(a)), _bigrams(_normalise(b)))
 
 
 def score_window(w: Window, text_len: int) -> tuple[float, ScoringDetails]:
@@ -121,13 +125,34 @@ def score_window(w: Window, text_len: int) -> tuple[float, ScoringDetails]:
     return round(score, 3), details
 
 
+def near_keywords(matches: list[Match], radius: int) -> list[int]:
+    """For each match, how many distinct keywords start within `radius` characters of it:
+    one sweep over the matches by start, not a scan of all of them per match."""
+    by_start = sorted(range(len(matches)), key=lambda i: matches[i].start)
+    starts = [matches[i].start for i in by_start]
+    keys = [matches[i].keyword.lower() for i in by_start]
+    counts: Counter[str] = Counter()
+    near = [0] * len(matches)
+    lo = hi = 0
+    for pos, i in enumerate(by_start):
+        while hi < len(starts) and starts[hi] <= starts[pos] + radius:
+            counts[keys[hi]] += 1
+            hi += 1
+        while starts[lo] < starts[pos] - radius:
+            counts[keys[lo]] -= 1
+            if not counts[keys[lo]]:
+                del counts[keys[lo]]
+            lo += 1
+        near[i] = len(counts)
+    return near
+
+
 def build_windows(
     text: str, matches: list[Match], context_chars: int, lo: int, hi: int
 ) -> list[Window]:
     windows = []
-    for m in matches:
-        near = {x.keyword.lower() for x in matches if abs(x.start - m.start) <= context_chars}
-        w = window_chars(len(near), context_chars)
+    for m, near in zip(matches, near_keywords(matches, context_chars), strict=True):
+        w = window_chars(near, context_chars)
         start = extend_start(text, max(lo, m.start - w), lo)
         end = extend_end(text, min(hi, m.end + w), hi)
         windows.append(Window(min(start, m.start), max(end, m.end), [m]))
@@ -140,20 +165,30 @@ def merge_windows(windows: list[Window], merge_overlapping: bool) -> list[Window
     merged: list[Window] = []
     for w in sorted(windows, key=lambda w: w.start):
         if merged and w.start <= merged[-1].end + MERGE_GAP:
-            last = merged[-1]
-            last.end = max(last.end, w.end)
-            last.matches = sorted(last.matches + w.matches, key=lambda m: m.start)
+            merged[-1].end = max(merged[-1].end, w.end)
+            merged[-1].matches += w.matches
         else:
             merged.append(Window(w.start, w.end, list(w.matches)))
+    for w in merged:
+        w.matches.sort(key=lambda m: m.start)
     return merged
 
 
-def dedupe(snippets: list[Snippet]) -> list[Snippet]:
-    kept: list[Snippet] = []
+def dedupe(snippets: list[Snippet], keep: int | None = None) -> list[Snippet]:
+    """Drop near-duplicates, best first. With `keep`, stop once `keep` are kept and the
+    rest score lower: they could not reach the first `keep` of `order`."""
+    kept: list[tuple[Snippet, set[str]]] = []
     for s in sorted(snippets, key=lambda s: -s.relevance_score):
-        if all(jaccard(s.content, k.content) < DEDUP_JACCARD for k in kept):
-            kept.append(s)
-    return kept
+        if (
+            keep is not None
+            and len(kept) >= keep
+            and s.relevance_score < kept[-1][0].relevance_score
+        ):
+            break
+        grams = _bigrams(_normalise(s.content))
+        if all(_overlap(grams, k) < DEDUP_JACCARD for _, k in kept):
+            kept.append((s, grams))
+    return [s for s, _ in kept]
 
 
 def order(snippets: list[Snippet]) -> list[Snippet]:
@@ -220,7 +255,7 @@ def make_snippets(
 
 
 def finalise(snippets: list[Snippet], max_snippets: int) -> list[Snippet]:
-    return order(dedupe(snippets))[:max_snippets]
+    return order(dedupe(snippets, max_snippets))[:max_snippets]
 
 
 def summary(snippets: list[Snippet]) -> str:

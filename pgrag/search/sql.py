@@ -7,7 +7,9 @@ FROM pgrag.hybrid_search(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
     %(embedding_model)s, %(match_offset)s, %(fusion)s, %(coverage_gain)s,
-    %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s)
+    %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s, bm25_k1 => %(bm25_k1)s,
+    bm25_b => %(bm25_b)s, candidate_budget => %(candidate_budget)s,
+    rescore_size => %(rescore_size)s)
 """
 
 DOCUMENTS_SQL = """
@@ -17,7 +19,9 @@ FROM pgrag.hybrid_search_documents(
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
     %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s, %(fusion)s,
-    %(coverage_gain)s, %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s)
+    %(coverage_gain)s, %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s,
+    bm25_k1 => %(bm25_k1)s, bm25_b => %(bm25_b)s, candidate_budget => %(candidate_budget)s,
+    rescore_size => %(rescore_size)s)
 """
 
 # the ranking defaults, once (sql/functions/40_hybrid.sql)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag import language
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
@@ -23,6 +24,7 @@ from pgrag.search.engine import SearchService
 from pgrag.services.ingestion import make_ingestor, resume_vectors
 from pgrag.services.retention import prune_periodically
 from pgrag.settings import Settings
+from pgrag.tokens import encoding
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,10 @@ async def open_context(
         rt = await stack.enter_async_context(open_runtime(settings, max_pool=20))
         notifier = await stack.enter_async_context(relay(rt.db.dsn))
         service = SearchService.configured(rt.db.pool, rt.provider, settings)
+        # the tokenizer and the language model load in about a second each: before the
+        # first call, not on the event loop while it runs
+        encoding()
+        language.load()
         async with rt.db.pool.connection() as conn:
             codec = await service.codec(conn)  # one secret for every tool's tokens
         context = AppContext(

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
 from pgrag.store import catalog, pages, removals
+from pgrag.store.catalog import DocumentSort
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ async def list_documents(
     status: str | None,
     offset: int,
     limit: int,
+    sort: DocumentSort = DocumentSort.PATH,
+    ocr: bool | None = None,
 ) -> list[dict[str, Any]]:
     folder = folder.strip("/") if folder and folder.strip("/") else None
     return await catalog.documents(
@@ -96,6 +99,8 @@ async def list_documents(
         status=status,
         offset=offset,
         limit=limit,
+        sort=sort,
+        ocr=ocr,
     )
 
 

@@ -26,6 +26,7 @@ def make_ingestor(
     """An Ingestor for `collection` (default: the settings' collection). The ingestion
     modules load here, not at import: a server that never ingests does not pay for them."""
     from pgrag.ingest.ocr import OcrOptions
+    from pgrag.ingest.parse_worker import ParseOptions
     from pgrag.ingest.pipeline import Ingestor
 
     return Ingestor(
@@ -35,6 +36,13 @@ def make_ingestor(
         chunk_tokens=settings.chunk_tokens,
         chunk_overlap=settings.chunk_overlap,
         ocr=OcrOptions.from_settings(settings),
+        parse=ParseOptions(
+            memory_mb=settings.parse_memory_mb,
+            timeout_s=settings.parse_timeout_s,
+            follow_links=settings.follow_links_inside_root,
+            workers=settings.parse_workers,
+            attempts_dir=settings.home / "parse-attempts",
+        ),
         reporter=reporter,
     )
 

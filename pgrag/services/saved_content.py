@@ -4,9 +4,9 @@ the version fields the store writes. Pure functions: no database, no embedding."
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
-import tempfile
 import unicodedata
 import uuid
 from datetime import UTC, datetime
@@ -15,7 +15,7 @@ from typing import Any
 
 from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers import markdown
-from pgrag.ingest.parsers.base import ParsedDocument
+from pgrag.ingest.parsers.base import ParsedDocument, Source
 from pgrag.ingest.prepare import build_chunks, human_size
 from pgrag.store.documents import ChunkRow, DocumentFields
 
@@ -98,10 +98,7 @@ def paths_for(doc_id: uuid.UUID, title: str, folder: str) -> tuple[str, str, str
 def parse_content(content: str) -> ParsedDocument:
     """Parse with the Markdown parser files go through, so saved notes get the same
     sections, headings and chunk offsets."""
-    with tempfile.TemporaryDirectory(prefix="pgrag-save-") as tmp:
-        path = Path(tmp) / "content.md"
-        path.write_text(content, encoding="utf-8")
-        return markdown.parse(path)
+    return markdown.parse(Source(Path("content.md"), io.BytesIO(content.encode("utf-8"))))
 
 
 # ---- versions -----------------------------------------------------------------------------

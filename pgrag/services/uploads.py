@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgrag.errors import Forbidden, InvalidArgument
+from pgrag.ingest.files import printable, unsafe_char
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.services.context import AppContext
 from pgrag.services.ingestion import make_ingestor
@@ -50,10 +53,18 @@ async def accept_upload(
         raise InvalidArgument(f"file larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB")
     # the collection name is the client's: never a path (no "..", no absolute path)
     root = settings.home / "uploads" / hashlib.sha256(col.encode()).hexdigest()[:16]
-    root.mkdir(parents=True, exist_ok=True)
-    (root / name).write_bytes(data)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_private(root / name, data)
     asyncio.get_running_loop().create_task(_ingest(context, root, name, col))
     return AcceptedUpload(path=name, collection=col)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Readable by pgrag's user only (0600), also when it replaces an earlier upload."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)
+        f.write(data)
 
 
 def _checked_name(file_name: str | None) -> str:
@@ -66,9 +77,15 @@ def _checked_name(file_name: str | None) -> str:
             + ", ".join(sorted(SUPPORTED_EXTENSIONS)),
             detail={"file_name": name, "supported": sorted(SUPPORTED_EXTENSIONS)},
         )
-    if "\x00" in name or len(name.encode()) > 255:
-        raise InvalidArgument("the file name must be at most 255 bytes, without NUL")
-    return name
+    if len(name.encode()) > 255:
+        raise InvalidArgument("the file name must be at most 255 bytes")
+    if any(unsafe_char(ch) for ch in name):
+        raise InvalidArgument(
+            "the file name may not contain control characters (NUL, newlines, escapes) or "
+            "bidirectional overrides",
+            detail={"file_name": printable(name)},
+        )
+    return unicodedata.normalize("NFC", name)
 
 
 async def _ingest(context: AppContext, root: Path, name: str, collection: str) -> None:
@@ -81,4 +98,4 @@ async def _ingest(context: AppContext, root: Path, name: str, collection: str) -
         )
         await ingestor.ingest_files(root, [FoundFile(root, root / name, name)])
     except Exception:
-        log.exception("ingesting upload %s failed", name)
+        log.exception("ingesting upload %r failed", name)

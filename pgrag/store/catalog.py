@@ -5,9 +5,11 @@ security enforces it again on scoped connections."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 
 RESOLVE_SQL = """
@@ -40,9 +42,26 @@ WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
        OR d.folder LIKE replace(replace(replace(%(folder)s, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_') || '/%%')
   AND (%(file_type)s::text IS NULL OR d.file_type = %(file_type)s)
   AND (%(status)s::text IS NULL OR d.status = %(status)s)
-ORDER BY d.path
+  AND (%(ocr)s::boolean IS NULL OR (d.metadata ? 'ocr') = %(ocr)s)
+ORDER BY {order}
 OFFSET %(offset)s LIMIT %(limit)s
 """
+
+
+class DocumentSort(StrEnum):
+    PATH = "path"
+    NAME = "name"
+    SIZE = "size"  # largest first
+    MODIFIED = "modified"  # newest first
+
+
+# fixed clauses, chosen by the enum: never text from the caller
+ORDER_BY = {
+    DocumentSort.PATH: "d.path",
+    DocumentSort.NAME: "d.name, d.path",
+    DocumentSort.SIZE: "d.size_bytes DESC NULLS LAST, d.path",
+    DocumentSort.MODIFIED: "d.modified_at DESC NULLS LAST, d.path",
+}
 
 
 CHUNKS_SQL = """
@@ -78,16 +97,21 @@ async def documents(
     status: str | None,
     offset: int,
     limit: int,
+    sort: DocumentSort = DocumentSort.PATH,
+    ocr: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """Documents by path; `folder` matches the folder and everything under it."""
+    """Documents by path (or `sort`); `folder` matches the folder and everything under it;
+    `ocr`: only documents read (True) or not read (False) by OCR."""
+    query = sql.SQL(LIST_SQL).format(order=sql.SQL(ORDER_BY[sort]))
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            LIST_SQL,
+            query,
             {
                 "scope": scope,
                 "folder": folder,
                 "status": status,
                 "file_type": file_type,
+                "ocr": ocr,
                 "offset": offset,
                 "limit": limit,
             },

@@ -1,10 +1,13 @@
 -- The ranking defaults, in one place: a NULL (or omitted) argument of the search functions
 -- (20_lexical.sql, 40_hybrid.sql) means the value here, and the server reads them to show
--- and log what it ranked with.
+-- and log what it ranked with (pgrag.explain_search replays a logged search with them).
 --   SELECT * FROM pgrag.fusion_defaults();
 -- coverage_gain and max_lexical_share were chosen on SciFact train (40_hybrid.sql),
 -- proximity_weight and proximity_width (20_lexical.sql) on SciFact train and the office
--- documents of benchmarks/docbench (benchmarks/README.md, "Proximity").
+-- documents of benchmarks/docbench (benchmarks/README.md, "Proximity"). BM25's k1 = 0.9 and
+-- b = 0.4 are bm25s' defaults (SciFact keyword nDCG@10 0.68 against ts_rank_cd's 0.38);
+-- candidate_budget (postings of common terms read per query) and rescore_size (chunks
+-- whose full BM25 is computed) bound the lexical leg's work (20_lexical.sql).
 CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
     fusion              text,
     rrf_k               int,
@@ -15,9 +18,13 @@ CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
     max_lexical_share   float8,
     proximity_weight    float8,
     proximity_width     int,
-    chunks_per_document int
+    chunks_per_document int,
+    bm25_k1             float8,
+    bm25_b              float8,
+    candidate_budget    float8,
+    rescore_size        int
 )
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT 'adaptive'::text, 60, 1.0::float8, 1.0::float8, 100, 1.2::float8, 0.8::float8,
-           0.4::float8, 10, 3
+           0.4::float8, 10, 3, 0.9::float8, 0.4::float8, 1000::float8, 150
 $$;

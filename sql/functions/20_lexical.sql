@@ -1,36 +1,19 @@
 -- The lexical leg: BM25 over the stored tsvector (pgrag.chunks.tsv = pgrag.chunk_tsv()).
 --
---   score(d) = sum over query terms t in d of
---              idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen))
---   idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))
---   tf       term frequency, recovered from ts_rank(tsv, t) with unit weights, which is
---            sum(1/i^2, i = 1..tf) / (pi^2/6) for one term, inverted as 1/((pi^2/6)(1-r)) - 0.5
+--   score(d) = sum over query terms t in d of pgrag.bm25_score(tf, idf(t), len(d), avglen, k1, b)
+--            = idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen))
+--   idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))                       (pgrag.bm25_idf)
+--   tf       term frequency, recovered from ts_rank(tsv, t) (pgrag.term_frequency)
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
+--   k1, b, candidate_budget, rescore_size: pgrag.fusion_defaults() unless the caller names them
 --   N, df    over the collections searched: those the search names, else every collection
---            the caller can read (pgrag.chunk_count_estimate). Over every collection, N comes
---            from pg_class (scaled to the current table size like the planner does; on Citus
---            from the maintained per-language sums); over some, from their rows of the sums.
---            df is counted in the collections searched for the terms that generate
---            candidates; for very common terms (those beyond the candidate budget) it is
---            ANALYZE's table-wide lexeme frequency (pg_stats.most_common_elems of
---            pgrag.chunks.tsv) times N. A scoped key counts every term (table-wide
---            statistics would tell it about other collections), and so does Citus (the
---            coordinator's table has none). So a search of one collection ranks as if it were
---            alone in the database but for those estimates, and on Citus reads that
---            collection's shard only.
--- k1 = 0.9, b = 0.4 (bm25s' defaults; SciFact keyword nDCG@10 0.68 vs ts_rank_cd's 0.38).
---
--- proximity: which of a document's chunks holds the query's words closest together, for
--- the fusion (the BM25 score above ignores it). For a chunk whose document has other chunks
--- in the pool: the best window of max(proximity_width, 2 x query terms) consecutive body
--- positions, counting the idf of each distinct query term in it plus those of the chunk's
--- heading (weight A: title and section stand next to every word of the body), over the idf
--- of all the chunk's matched terms; then divided by the best such value among the
--- document's chunks. 1 for the document's closest chunk and for a document's only chunk in
--- the pool, less for a chunk whose matches are spread apart. It shows the row holding a
--- SKU together with the asked-for warehouse before the row block holding the same SKU and
--- the warehouse in other rows (benchmarks/docbench); documents of one chunk (passage
--- collections such as SciFact) are ranked as without it, at no cost.
+--            the caller can read (pgrag.chunk_count_estimate). df is counted in the
+--            collections searched for the terms that generate candidates; for very common
+--            terms (those beyond the candidate budget) it is ANALYZE's table-wide lexeme
+--            frequency times N (pgrag.bm25_terms). A scoped key counts every term
+--            (table-wide statistics would tell it about other collections). So a search of
+--            one collection ranks as if it were alone in the database but for those
+--            estimates.
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
 -- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
@@ -41,6 +24,9 @@
 -- score little under BM25. When the scope (collections, filters) or a phrase/negation
 -- query leaves fewer than pool_size candidates, the other chunks in scope that match the
 -- query are scored too (pgrag.lexical_fallback_in, planned with the literal filters).
+--
+-- proximity: which of a document's chunks holds the query's words closest together, for
+-- the fusion (the BM25 score ignores it): pgrag.bm25_proximity.
 --
 -- Collection-scoped keys: under row-level security every query on pgrag.chunks evaluates
 -- the policy before any qual that is not leakproof, and `tsv @@ query` is not, so the GIN
@@ -56,13 +42,15 @@
 -- runs as overlapping bigrams). A hyphenated word in a plain query ("IL-1") is OR-ed like
 -- every other term rather than becoming a phrase, which would make the whole query a
 -- phrase query; quoted phrases and negations keep websearch_to_tsquery's semantics.
+--
+-- The reads of pgrag.chunks by collection (postings, chunks by id, the fallback, N) are
+-- in 15_routing.sql.
 
 -- A query's tsquery. websearch_to_tsquery would turn a compound ("IL-1",
 -- "pattern-recognition") into a phrase ('il' <-> '-1'), making an otherwise OR-ed query a
--- phrase query: BM25 candidates had to contain the exact compound, most were dropped, and
--- the fallback then scored up to 10 x pool_size more chunks (20-30 ms instead of ~5 ms for
--- one SciFact query in three). Plain queries are therefore OR-ed term by term; quoted
--- phrases and negations keep websearch's semantics.
+-- phrase query: BM25 candidates would have to contain the exact compound, and the fallback
+-- would score up to 10 x pool_size more chunks. Plain queries are therefore OR-ed term by
+-- term; quoted phrases and negations keep websearch's semantics.
 CREATE OR REPLACE FUNCTION pgrag.lexical_query(q text) RETURNS tsquery
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
@@ -100,144 +88,226 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     WHERE m[1] = ''
 $$;
 
--- Chunks in the collections searched (NULL: every collection), BM25's N. Of some
--- collections: their vectors of the active embedding sets, which the writers keep in
--- pgrag.language_sums (one per chunk, exact; a few rows per collection), with the ids as
--- literals so that on Citus only their shards are read. Of every collection:
--- pg_class.reltuples scaled to the current number of pages, as the planner estimates it (a
--- count before the first ANALYZE); on Citus, where the coordinator's table is an empty shell
--- without statistics, the sums of every collection.
-CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate(collection_ids bigint[] DEFAULT NULL)
-RETURNS float8
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    distributed boolean := false;
-    n float8;
-BEGIN
-    IF collection_ids IS NULL AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        EXECUTE 'SELECT count(*) > 0 FROM pg_catalog.pg_dist_partition'
-                ' WHERE logicalrelid = ''pgrag.chunks''::regclass' INTO STRICT distributed;
-    END IF;
-    IF collection_ids IS NOT NULL OR distributed THEN
-        EXECUTE format(
-            'SELECT coalesce(sum(ls.n), 0)::float8 FROM pgrag.language_sums ls'
-            ' JOIN pgrag.collections c ON c.id = ls.collection_id AND c.active_set_id = ls.set_id'
-            ' %s',
-            CASE WHEN collection_ids IS NOT NULL
-                 THEN format('WHERE ls.collection_id = ANY (%L::bigint[])', collection_ids)
-                 ELSE '' END)
-        INTO STRICT n;
-        RETURN n;
-    END IF;
-    RETURN (SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
-                        THEN c.reltuples / c.relpages
-                             * greatest(pg_relation_size(c.oid)
-                                        / current_setting('block_size')::int, 1)
-                        ELSE (SELECT count(*) FROM pgrag.chunks)::float8 END
-            FROM pg_class c WHERE c.oid = 'pgrag.chunks'::regclass);
-END
+
+-- pi^2/6: ts_rank with unit weights gives a term occurring tf times in a chunk
+-- sum(1/i^2, i = 1..tf) / (pi^2/6) (tsrank.c, calc_rank_or).
+CREATE OR REPLACE FUNCTION pgrag.ts_rank_scale() RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 1.6449340668482264::float8
 $$;
 
--- The chunks holding each term (terms[k] is term number ordinals[k]) in the collections
--- searched (NULL: every collection): BM25's postings pass. The collection ids are literals
--- so that on Citus the statement is routed to those collections' shards (see
--- pgrag.chunks_by_id). Invoker's rights.
-CREATE OR REPLACE FUNCTION pgrag.term_postings(
-    terms tsquery[], ordinals bigint[], collection_ids bigint[]
-) RETURNS TABLE (i bigint, id bigint, collection_id bigint, document_id uuid)
-LANGUAGE plpgsql STABLE ROWS 1000 AS $$
-BEGIN
-    IF coalesce(cardinality(terms), 0) = 0 THEN
-        RETURN;
-    END IF;
-    RETURN QUERY EXECUTE format(
-        'SELECT g.i, c.id, c.collection_id, c.document_id'
-        ' FROM unnest(%L::tsquery[], %L::bigint[]) AS g(term, i),'
-        '      LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
-        '               WHERE c.tsv @@ g.term %s) c',
-        terms, ordinals,
-        CASE WHEN collection_ids IS NOT NULL
-             THEN format('AND c.collection_id = ANY (%L::bigint[])', collection_ids) ELSE '' END);
-END
+-- A term's frequency in a chunk from its ts_rank('{1,1,1,1}', tsv, term): the sum above
+-- inverted by its tail, 1 - r ~ 1 / ((pi^2/6) (tf + 0.5)).
+CREATE OR REPLACE FUNCTION pgrag.term_frequency(rank float4) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 1 / (pgrag.ts_rank_scale() * (1 - rank)) - 0.5
 $$;
 
--- Chunks by id with their tsvector and document, in the collections of the scope: the
--- by-id reads of the lexical leg (rescoring, proximity positions) and of the hybrid page
--- (each hit's document). Built with the collection ids as literals so that on Citus the
--- statement is routed to those collections' shards (Citus refuses a parameter of a generic
--- plan or of a SQL function there: "could not create distributed plan"; without the
--- predicate the statement went to every shard). collection_ids NULL: every collection;
--- with_tsv false: tsv NULL (not read, nor sent from the workers). Invoker's rights: under
--- row-level security the caller sees only its own chunks.
-CREATE OR REPLACE FUNCTION pgrag.chunks_by_id(
-    ids bigint[], collection_ids bigint[], with_tsv boolean DEFAULT true
-) RETURNS TABLE (id bigint, tsv tsvector, document_id uuid)
-LANGUAGE plpgsql STABLE ROWS 100 AS $$
-BEGIN
-    IF coalesce(cardinality(ids), 0) = 0 THEN
-        RETURN;  -- no round trip to the shards for nothing
-    END IF;
-    RETURN QUERY EXECUTE format(
-        'SELECT c.id, %s, c.document_id FROM pgrag.chunks c WHERE c.id = ANY (%L::bigint[]) %s',
-        CASE WHEN with_tsv THEN 'c.tsv' ELSE 'NULL::tsvector' END, ids,
-        CASE WHEN collection_ids IS NOT NULL
-             THEN format('AND c.collection_id = ANY (%L::bigint[])', collection_ids) ELSE '' END);
-END
+-- idf of a term found in df of n chunks (n at least df: a count the sums have not caught up
+-- with never makes idf < 0).
+CREATE OR REPLACE FUNCTION pgrag.bm25_idf(n float8, df float8) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ln(1 + (greatest(n, df) - df + 0.5) / (df + 0.5))
 $$;
 
-CREATE OR REPLACE FUNCTION pgrag.lexical_fallback_in(
-    tsq            tsquery,
-    terms          tsquery[],
-    collection_ids bigint[],
-    filters        jsonb,
-    scored         bigint[],
-    max_rows       int,
-    readable       bigint[]
+-- One term's BM25 contribution to a chunk's score.
+CREATE OR REPLACE FUNCTION pgrag.bm25_score(
+    tf float8, idf float8, doc_len float8, avg_len float8, k1 float8, b float8
+) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avg_len))
+$$;
+
+-- A plain OR of terms (the default form of pgrag.lexical_query): every chunk holding a
+-- term matches, so candidates need no check against the whole query.
+CREATE OR REPLACE FUNCTION pgrag.is_plain_or(tsq tsquery) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT regexp_replace(tsq::text, '''([^'']|'''')*''', '', 'g') !~ '[&!<]'
+$$;
+
+-- The collections whose statistics count: those named that the caller can read (NULL
+-- for either: no restriction from it; both NULL: every collection).
+CREATE OR REPLACE FUNCTION pgrag.searched_collections(collection_ids bigint[], readable bigint[])
+RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN collection_ids IS NULL THEN readable
+                WHEN readable IS NULL THEN collection_ids
+                ELSE ARRAY(SELECT unnest(collection_ids) INTERSECT SELECT unnest(readable)) END
+$$;
+
+-- The query's terms, numbered rarest first, with ANALYZE's estimate of their df (NULL:
+-- rarer than any lexeme it tracks) and whether their postings generate candidates.
+-- ANALYZE's frequencies are table-wide, so only an unrestricted caller uses them
+-- (table_stats); the candidate budget is spent on a term's postings table-wide (the GIN
+-- index does not know the collections), while the df of a term left out is its frequency
+-- times the chunks searched.
+CREATE OR REPLACE FUNCTION pgrag.bm25_terms(
+    tsq tsquery, searched bigint[], chunks float8, table_stats boolean, candidate_budget float8
+) RETURNS TABLE (i bigint, term tsquery, lexeme text, est_df float8, generates boolean)
+LANGUAGE sql STABLE ROWS 10 AS $$
+    WITH query_terms AS MATERIALIZED (SELECT t.* FROM pgrag.query_terms(tsq) t),
+    tracked AS MATERIALIZED (
+        SELECT f.lexeme, f.freq
+        FROM pg_stats s,
+             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs::float8[])
+                 AS f(lexeme, freq)
+        WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
+          AND NOT s.inherited
+          AND f.lexeme IN (SELECT qt.lexeme FROM query_terms qt)
+          AND table_stats
+    ),
+    table_chunks AS (
+        SELECT CASE WHEN searched IS NULL THEN chunks
+                    WHEN EXISTS (SELECT 1 FROM tracked) THEN pgrag.chunk_count_estimate() END
+                   AS n
+    ),
+    rarest_first AS (
+        SELECT qt.term, qt.lexeme, tr.freq * chunks AS est_df,
+               row_number() OVER w AS i, sum(coalesce(tr.freq * tc.n, 0)) OVER w AS postings
+        FROM query_terms qt CROSS JOIN table_chunks tc
+        LEFT JOIN tracked tr ON tr.lexeme = qt.lexeme
+        WINDOW w AS (ORDER BY coalesce(tr.freq, 0), qt.lexeme)
+    )
+    SELECT r.i, r.term, r.lexeme, r.est_df,
+           r.est_df IS NULL OR r.i = 1 OR r.postings <= candidate_budget
+    FROM rarest_first r
+    ORDER BY r.i
+$$;
+
+-- Chunks by id (in the collections of the scope) with their length and each term's
+-- ts_rank; unless the query is a plain OR (plain), those not matching it are left out:
+-- the rescoring pass.
+CREATE OR REPLACE FUNCTION pgrag.bm25_term_ranks(
+    ids bigint[], collection_ids bigint[], terms tsquery[], tsq tsquery, plain boolean
 ) RETURNS TABLE (id bigint, len int, r float4[], document_id uuid)
-LANGUAGE plpgsql STABLE ROWS 100
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
-        readable := '{}';
-    END IF;
-    RETURN QUERY EXECUTE format(
-        'SELECT c.id, length(c.tsv), '
-        '       ARRAY(SELECT ts_rank(''{1,1,1,1}'', c.tsv, t) FROM unnest(%L::tsquery[]) t), '
-        '       c.document_id '
-        'FROM pgrag.chunks c '
-        'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
-        'WHERE c.tsv @@ %L::tsquery %s %s'
-        '  AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
-        '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
-        '  AND NOT (c.id = ANY (%L::bigint[])) '
-        'LIMIT %s',
-        -- the collection predicates only when there is one, on each table: Citus routes
-        -- the statement to the collections' shards, and does not carry a table's
-        -- predicate across the join to the other
-        terms, tsq,
-        CASE WHEN collection_ids IS NOT NULL
-             THEN format('AND c.collection_id = ANY (%1$L::bigint[]) '
-                         'AND d.collection_id = ANY (%1$L::bigint[]) ', collection_ids) END,
-        CASE WHEN readable IS NOT NULL
-             THEN format('AND c.collection_id = ANY (%1$L::bigint[]) '
-                         'AND d.collection_id = ANY (%1$L::bigint[]) ', readable) END,
-        coalesce(filters, '{}'::jsonb), scored, max_rows);
-END
+LANGUAGE sql STABLE ROWS 100 AS $$
+    SELECT x.id, length(x.v), ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(terms) t),
+           x.document_id
+    FROM (SELECT c.id, c.tsv || ''::tsvector AS v, c.document_id  -- detoasted once
+          FROM pgrag.chunks_by_id(ids, collection_ids) c OFFSET 0) x
+    WHERE plain OR x.v @@ tsq
 $$;
 
+-- How close together each pooled chunk holds the query's words, for the fusion. For a
+-- chunk whose document has other chunks in the pool: the best window of `width`
+-- consecutive body positions, counting the idf of each distinct query term in it plus those
+-- of the chunk's heading (weight A: title and section stand next to every word of the
+-- body), over the idf of all the chunk's matched terms (`matched`); then divided by the
+-- best such value among the document's chunks. NULL (1 for the fusion) for a document's
+-- only chunk in the pool: documents of one chunk (passage collections such as SciFact) are
+-- ranked as without it, at no cost. It shows the row holding a SKU together with the
+-- asked-for warehouse before the row block holding the same SKU and the warehouse in other
+-- rows (benchmarks/docbench).
+CREATE OR REPLACE FUNCTION pgrag.bm25_proximity(
+    ids bigint[], document_ids uuid[], matched float8[], lexemes text[], idf float8[],
+    width int, collection_ids bigint[]
+) RETURNS TABLE (id bigint, proximity float8)
+LANGUAGE sql STABLE ROWS 100 AS $$
+    WITH pooled AS (
+        SELECT * FROM unnest(ids, document_ids, matched) AS p(id, document_id, matched)
+    ),
+    siblings AS MATERIALIZED (
+        SELECT x.id, x.document_id FROM (
+            SELECT p.id, p.document_id, count(*) OVER (PARTITION BY p.document_id) AS n
+            FROM pooled p) x
+        WHERE x.n > 1 AND width > 0
+    ),
+    positions AS MATERIALIZED (
+        SELECT s.id, g.i, w.pos, w.weight = 'A' AS head
+        FROM siblings s
+        JOIN pgrag.chunks_by_id(ARRAY(SELECT id FROM siblings), collection_ids) c ON c.id = s.id
+        CROSS JOIN LATERAL unnest(c.tsv) u
+        JOIN unnest(lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme
+        CROSS JOIN LATERAL unnest(u.positions, u.weights) AS w(pos, weight)
+    ),
+    heading_terms AS (
+        SELECT p.id, array_agg(DISTINCT p.i) AS terms FROM positions p WHERE p.head GROUP BY p.id
+    ),
+    window_terms AS (
+        SELECT p.id, array_agg(p.i) OVER (PARTITION BY p.id ORDER BY p.pos
+                                          RANGE BETWEEN CURRENT ROW AND width - 1 FOLLOWING)
+                   AS terms
+        FROM positions p WHERE NOT p.head
+    ),
+    window_idf AS (
+        SELECT s.id, s.document_id,
+               (SELECT sum(idf[t.i]) FROM (SELECT DISTINCT unnest(coalesce(h.terms, '{}')
+                                           || coalesce(w.terms, '{}')) AS i) t) AS idf
+        FROM siblings s
+        LEFT JOIN heading_terms h ON h.id = s.id
+        LEFT JOIN window_terms w ON w.id = s.id
+    ),
+    closeness AS (
+        SELECT w.id, w.document_id, max(w.idf) / nullif(p.matched, 0) AS closeness
+        FROM window_idf w JOIN pooled p ON p.id = w.id
+        GROUP BY w.id, w.document_id, p.matched
+    )
+    SELECT c.id, c.closeness / nullif(max(c.closeness) OVER (PARTITION BY c.document_id), 0)
+    FROM closeness c
+$$;
+
+-- Pass 1: the postings of the generating terms in the collections searched give each term's
+-- df (so its idf) and each chunk holding one a presence score, the sum of their idf; the
+-- best `top` by presence in scope (collections, filters) are the candidates. One row: the
+-- query's terms, lexemes and idf (numbered rarest first: pgrag.bm25_terms), the candidates'
+-- ids, and how many chunks hold a generating term in the collections searched.
+CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
+    tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
+    candidate_budget float8, collection_ids bigint[], filters jsonb, top int
+) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
+LANGUAGE sql STABLE AS $$
+    WITH query_terms AS MATERIALIZED (
+        SELECT * FROM pgrag.bm25_terms(tsq, searched, chunks, table_stats, candidate_budget)
+    ),
+    postings AS MATERIALIZED (
+        SELECT p.* FROM pgrag.term_postings(
+            ARRAY(SELECT t.term FROM query_terms t WHERE t.generates ORDER BY t.i),
+            ARRAY(SELECT t.i FROM query_terms t WHERE t.generates ORDER BY t.i), searched) p
+    ),
+    counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
+    term_idf AS MATERIALIZED (
+        SELECT t.i, t.term, t.lexeme,
+               pgrag.bm25_idf(chunks, CASE WHEN t.generates THEN coalesce(d.df, 0)
+                                           ELSE least(t.est_df, chunks) END) AS idf
+        FROM query_terms t LEFT JOIN counted_df d ON d.i = t.i
+    ),
+    presence AS MATERIALIZED (
+        SELECT p.id, p.collection_id, p.document_id, sum(ti.idf) AS presence
+        FROM postings p JOIN term_idf ti ON ti.i = p.i
+        GROUP BY p.id, p.collection_id, p.document_id
+    ),
+    in_scope AS MATERIALIZED (
+        SELECT p.id, p.presence FROM presence p
+        WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
+          AND (filters IS NULL OR filters = '{}'::jsonb
+               OR p.document_id IN (
+                   SELECT d.id FROM pgrag.documents d
+                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
+                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
+                                                     d.created_at, d.submitter, d.author,
+                                                     d.tags, filters)))
+    )
+    SELECT (SELECT array_agg(t.term ORDER BY t.i) FROM term_idf t),
+           (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
+           (SELECT array_agg(t.idf ORDER BY t.i) FROM term_idf t),
+           ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id LIMIT top),
+           (SELECT count(*) FROM presence)
+$$;
+
+-- The lexical pool: the pool_size best chunks by BM25 in the collections searched, with
+-- their coverage (the idf of their matched terms over that of all query terms) and
+-- proximity. NULL arguments take pgrag.fusion_defaults(); proximity_width 0: none.
 CREATE OR REPLACE FUNCTION pgrag.lexical_candidates_in(
     query_text       text,
-    pool_size        int DEFAULT 100,
+    pool_size        int DEFAULT NULL,
     collection_ids   bigint[] DEFAULT NULL,
     filters          jsonb DEFAULT '{}'::jsonb,
-    bm25_k1          float8 DEFAULT 0.9,
-    bm25_b           float8 DEFAULT 0.4,
-    candidate_budget float8 DEFAULT 1000,
-    rescore_size     int DEFAULT 150,
+    bm25_k1          float8 DEFAULT NULL,
+    bm25_b           float8 DEFAULT NULL,
+    candidate_budget float8 DEFAULT NULL,
+    rescore_size     int DEFAULT NULL,
     readable         bigint[] DEFAULT '{}',  -- NULL: every collection
-    proximity_width  int DEFAULT NULL        -- NULL: pgrag.fusion_defaults(); 0: none
+    proximity_width  int DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE plpgsql STABLE ROWS 100
 SECURITY DEFINER
@@ -249,145 +319,57 @@ SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    win int := 0;  -- positions per proximity window (0: none)
+    tsq tsquery := pgrag.lexical_query(query_text);
+    plain boolean := pgrag.is_plain_or(tsq);
     searched bigint[];  -- the collections whose statistics count (NULL: every collection)
+    chunks float8;      -- BM25's N
+    width int := 0;     -- positions per proximity window (0: none)
+    pass1 record;       -- pgrag.bm25_candidates
 BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
     END IF;
-    searched := CASE WHEN collection_ids IS NULL THEN readable
-                     WHEN readable IS NULL THEN collection_ids
-                     ELSE ARRAY(SELECT unnest(collection_ids)
-                                INTERSECT SELECT unnest(readable)) END;
-    proximity_width := coalesce(proximity_width,
-                                (SELECT d.proximity_width FROM pgrag.fusion_defaults() d));
+    SELECT coalesce(lexical_candidates_in.pool_size, d.pool_size),
+           coalesce(lexical_candidates_in.bm25_k1, d.bm25_k1),
+           coalesce(lexical_candidates_in.bm25_b, d.bm25_b),
+           coalesce(lexical_candidates_in.candidate_budget, d.candidate_budget),
+           coalesce(lexical_candidates_in.rescore_size, d.rescore_size),
+           coalesce(lexical_candidates_in.proximity_width, d.proximity_width)
+    INTO pool_size, bm25_k1, bm25_b, candidate_budget, rescore_size, proximity_width
+    FROM pgrag.fusion_defaults() d;
+    searched := pgrag.searched_collections(collection_ids, readable);
+    chunks := pgrag.chunk_count_estimate(searched);
     IF proximity_width > 0 THEN
         -- a window holds proximity_width positions, or twice the query's terms when more
-        SELECT greatest(proximity_width, 2 * count(*)) INTO win
-        FROM pgrag.query_terms(pgrag.lexical_query(query_text));
+        SELECT greatest(proximity_width, 2 * count(*)) INTO width FROM pgrag.query_terms(tsq);
     END IF;
+    SELECT * INTO pass1
+    FROM pgrag.bm25_candidates(tsq, searched, chunks, readable IS NULL, candidate_budget,
+                               collection_ids, filters, greatest(rescore_size, pool_size));
     RETURN QUERY
-    WITH q AS (
-        SELECT t.tsq,
-               -- a plain OR of terms (the default form): every chunk holding a term matches
-               regexp_replace(t.tsq::text, '''([^'']|'''')*''', '', 'g') !~ '[&!<]' AS plain
-        FROM (SELECT pgrag.lexical_query(query_text) AS tsq) t
+    -- pass 2: the candidates get every term ranked
+    WITH rescored AS MATERIALIZED (
+        SELECT r.* FROM pgrag.bm25_term_ranks(pass1.ids, collection_ids, pass1.terms, tsq, plain) r
     ),
-    n AS (SELECT pgrag.chunk_count_estimate(searched) AS n),
-    qterms AS MATERIALIZED (SELECT t.* FROM q CROSS JOIN LATERAL pgrag.query_terms(q.tsq) t),
-    -- ANALYZE's sample frequency of the query terms it tracks (the ~1000 commonest lexemes,
-    -- table-wide: so only for an unrestricted caller; a scoped key learns nothing of other
-    -- collections and counts every term exactly in its own)
-    st AS MATERIALIZED (
-        SELECT f.lexeme, f.freq
-        FROM pg_stats s,
-             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs::float8[])
-                 AS f(lexeme, freq)
-        WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
-          AND NOT s.inherited
-          AND f.lexeme IN (SELECT lexeme FROM qterms)
-          AND readable IS NULL
+    fallback AS MATERIALIZED (
+        SELECT f.* FROM pgrag.lexical_fallback_in(
+            tsq, pass1.terms, collection_ids, filters, ARRAY(SELECT id FROM rescored),
+            10 * pool_size, readable) f
+        WHERE (SELECT count(*) FROM rescored) < pool_size
+          AND (SELECT count(*) FROM rescored) < pass1.found
     ),
-    -- the chunks of every collection, when a tracked term's postings must be costed: a
-    -- term's postings are read table-wide whatever the collections searched (the GIN index
-    -- does not know them), so the candidate budget is spent on the whole table's
-    -- postings, while the df of a term left out is the frequency scaled to the collections
-    -- searched (not read on Citus, where the coordinator's table has no statistics)
-    n_all AS (
-        SELECT CASE WHEN searched IS NULL THEN (SELECT n.n FROM n)
-                    WHEN EXISTS (SELECT 1 FROM st) THEN pgrag.chunk_count_estimate() END AS n
-    ),
-    ordered AS (
-        SELECT t.term, t.lexeme, st.freq * n.n AS est_df,  -- NULL: rarer than any tracked lexeme
-               row_number() OVER w AS i, sum(coalesce(st.freq * n_all.n, 0)) OVER w AS cum_df
-        FROM qterms t CROSS JOIN n CROSS JOIN n_all LEFT JOIN st ON st.lexeme = t.lexeme
-        WINDOW w AS (ORDER BY coalesce(st.freq, 0), t.lexeme)
-    ),
-    qt AS (
-        SELECT array_agg(o.term ORDER BY o.i) AS terms,
-               array_agg(o.lexeme ORDER BY o.i) AS lexemes,
-               array_agg(o.est_df ORDER BY o.i) AS est_df,
-               array_agg(o.est_df IS NULL OR o.i = 1 OR o.cum_df <= candidate_budget
-                         ORDER BY o.i) AS generates
-        FROM ordered o
-    ),
-    -- pass 1: postings of the generating terms in the collections searched (their df; on
-    -- Citus only their shards)
-    hits AS MATERIALIZED (
-        SELECT p.i, p.id, p.collection_id, p.document_id
-        FROM qt, pgrag.term_postings(
-                ARRAY(SELECT g.term FROM unnest(qt.terms, qt.generates) WITH ORDINALITY
-                                         AS g(term, generates, i) WHERE g.generates ORDER BY g.i),
-                ARRAY(SELECT g.i FROM unnest(qt.generates) WITH ORDINALITY AS g(generates, i)
-                      WHERE g.generates ORDER BY g.i),
-                searched) p
-    ),
-    df AS (SELECT h.i, count(*)::float8 AS df FROM hits h GROUP BY h.i),
-    idf AS MATERIALIZED (
-        -- (N at least df: a count the sums have not caught up with never makes idf < 0)
-        SELECT g.i, ln(1 + (greatest(n.n, d.df) - d.df + 0.5) / (d.df + 0.5)) AS idf
-        FROM n CROSS JOIN qt
-        CROSS JOIN unnest(qt.generates, qt.est_df) WITH ORDINALITY AS g(generates, est_df, i)
-        LEFT JOIN df ON df.i = g.i
-        CROSS JOIN LATERAL (SELECT CASE WHEN g.generates THEN coalesce(df.df, 0)
-                                        ELSE least(g.est_df, n.n) END AS df) d
-    ),
-    presence AS MATERIALIZED (
-        SELECT h.id, h.collection_id, h.document_id, sum(idf.idf) AS pre
-        FROM hits h JOIN idf ON idf.i = h.i
-        GROUP BY h.id, h.collection_id, h.document_id
-    ),
-    inscope AS MATERIALIZED (
-        SELECT p.id, p.pre FROM presence p
-        WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
-          AND (filters IS NULL OR filters = '{}'::jsonb
-               OR p.document_id IN (
-                   SELECT d.id FROM pgrag.documents d
-                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
-                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
-                                                     d.created_at, d.submitter, d.author,
-                                                     d.tags, filters)))
-    ),
-    -- pass 2: the best by presence get their tsvector read (detoasted once) and every term
-    -- ranked; phrase and negation queries are checked here
-    cand AS MATERIALIZED (
-        SELECT x.id, length(x.v) AS len,
-               ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(qt.terms) t) AS r,
-               x.document_id
-        FROM qt, q, LATERAL (
-            -- in the scope's collections (routed on Citus: pgrag.chunks_by_id)
-            SELECT c.id, c.tsv || ''::tsvector AS v, c.document_id
-            FROM pgrag.chunks_by_id(ARRAY(SELECT s.id FROM inscope s ORDER BY s.pre DESC, s.id
-                                          LIMIT greatest(rescore_size, pool_size)),
-                                    collection_ids) c
-            OFFSET 0) x
-        WHERE q.plain OR x.v @@ q.tsq
-    ),
-    -- with each chunk's document: joined here with pgrag.chunks, Citus would push the
-    -- call down to every shard, where its own query over the shards cannot run
-    rest AS MATERIALIZED (
-        SELECT f.* FROM q, qt,
-             pgrag.lexical_fallback_in(q.tsq, qt.terms, collection_ids, filters,
-                                       ARRAY(SELECT id FROM cand), 10 * pool_size, readable) f
-        WHERE (SELECT count(*) FROM cand) < pool_size
-          AND (SELECT count(*) FROM cand) < (SELECT count(*) FROM presence)
-    ),
-    scoring AS (SELECT * FROM cand UNION ALL SELECT * FROM rest),
-    norm AS (
-        SELECT array_agg(idf.idf ORDER BY idf.i) AS idf, sum(idf.idf) AS idf_sum,
-               (SELECT avg(len) FROM scoring) AS avglen
-        FROM idf
+    ranked_terms AS (SELECT * FROM rescored UNION ALL SELECT * FROM fallback),
+    query_idf AS (
+        SELECT (SELECT sum(x) FROM unnest(pass1.idf) x) AS total,
+               (SELECT avg(len) FROM ranked_terms)::float8 AS avg_len
     ),
     scored AS (
-        SELECT x.id, x.document_id, s.score, s.matched, s.matched / norm.idf_sum AS coverage
-        FROM scoring x, norm, LATERAL (
-            SELECT sum(norm.idf[u.i] * u.tf * (bm25_k1 + 1)
-                       / (u.tf + bm25_k1 * (1 - bm25_b + bm25_b * x.len / norm.avglen)))
+        SELECT x.id, x.document_id, s.score, s.matched, s.matched / qi.total AS coverage
+        FROM ranked_terms x, query_idf qi, LATERAL (
+            SELECT sum(pgrag.bm25_score(u.tf, pass1.idf[u.i], x.len, qi.avg_len, bm25_k1, bm25_b))
                        AS score,
-                   sum(norm.idf[u.i]) AS matched
-            -- unnest WITH ORDINALITY, not generate_subscripts + LATERAL: Citus 14.0.1
-            -- fails planning the latter ("invalid attnum 3 for relation i")
-            FROM (SELECT t.i, 1 / (1.6449340668482264 * (1 - t.rk)) - 0.5 AS tf
+                   sum(pass1.idf[u.i]) AS matched
+            FROM (SELECT t.i, pgrag.term_frequency(t.rk) AS tf
                   FROM unnest(x.r) WITH ORDINALITY AS t(rk, i) WHERE t.rk > 0) u) s
     ),
     pool AS MATERIALIZED (
@@ -396,48 +378,17 @@ BEGIN
         ORDER BY s.score DESC, s.id
         LIMIT pool_size
     ),
-    -- chunks of documents with more than one chunk in the pool (proximity, above)
-    siblings AS MATERIALIZED (
-        SELECT x.id, x.document_id FROM (
-            SELECT p.id, p.document_id, count(*) OVER (PARTITION BY p.document_id) AS n
-            FROM pool p) x
-        WHERE x.n > 1 AND win > 0
-    ),
-    -- where the query's terms stand in them
-    pos AS MATERIALIZED (
-        SELECT s.id, g.i, w.pos, w.weight = 'A' AS head
-        FROM siblings s
-        JOIN pgrag.chunks_by_id(ARRAY(SELECT id FROM siblings), collection_ids) c
-          ON c.id = s.id
-        CROSS JOIN qt
-        CROSS JOIN LATERAL unnest(c.tsv) u
-        JOIN unnest(qt.lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme
-        CROSS JOIN LATERAL unnest(u.positions, u.weights) AS w(pos, weight)
-    ),
-    heads AS (SELECT p.id, array_agg(DISTINCT p.i) AS terms FROM pos p WHERE p.head GROUP BY p.id),
-    windows AS (
-        SELECT p.id, array_agg(p.i) OVER (PARTITION BY p.id ORDER BY p.pos
-                                          RANGE BETWEEN CURRENT ROW AND win - 1 FOLLOWING) AS terms
-        FROM pos p WHERE NOT p.head
-    ),
-    near AS (
-        SELECT s.id, s.document_id,
-               (SELECT sum(norm.idf[t.i]) FROM (SELECT DISTINCT unnest(coalesce(h.terms, '{}')
-                                                 || coalesce(w.terms, '{}')) AS i) t) AS s
-        FROM siblings s
-        LEFT JOIN heads h ON h.id = s.id
-        LEFT JOIN windows w ON w.id = s.id
-        CROSS JOIN norm
-    ),
-    best AS (
-        SELECT n.id, n.document_id, max(n.s) / nullif(p.matched, 0) AS closeness
-        FROM near n JOIN pool p ON p.id = n.id
-        GROUP BY n.id, n.document_id, p.matched
+    proximity AS (
+        SELECT c.* FROM (
+            SELECT array_agg(x.id ORDER BY x.rank) AS ids,
+                   array_agg(x.document_id ORDER BY x.rank) AS document_ids,
+                   array_agg(x.matched ORDER BY x.rank) AS matched
+            FROM pool x) a,
+            pgrag.bm25_proximity(a.ids, a.document_ids, a.matched, pass1.lexemes, pass1.idf,
+                                 width, collection_ids) c
     )
-    SELECT p.id, p.score, p.coverage, p.rank,
-           coalesce(b.closeness / nullif(max(b.closeness) OVER (PARTITION BY b.document_id), 0),
-                    1.0)
-    FROM pool p LEFT JOIN best b ON b.id = p.id
+    SELECT p.id, p.score, p.coverage, p.rank, coalesce(c.proximity, 1.0)
+    FROM pool p LEFT JOIN proximity c ON c.id = p.id
     ORDER BY p.rank;
 END
 $$;
@@ -446,13 +397,13 @@ $$;
 -- passed to the owner-rights scoring function.
 CREATE OR REPLACE FUNCTION pgrag.lexical_candidates(
     query_text       text,
-    pool_size        int DEFAULT 100,
+    pool_size        int DEFAULT NULL,
     collection_ids   bigint[] DEFAULT NULL,
     filters          jsonb DEFAULT '{}'::jsonb,
-    bm25_k1          float8 DEFAULT 0.9,
-    bm25_b           float8 DEFAULT 0.4,
-    candidate_budget float8 DEFAULT 1000,
-    rescore_size     int DEFAULT 150,
+    bm25_k1          float8 DEFAULT NULL,
+    bm25_b           float8 DEFAULT NULL,
+    candidate_budget float8 DEFAULT NULL,
+    rescore_size     int DEFAULT NULL,
     proximity_width  int DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE sql STABLE ROWS 100 AS $$

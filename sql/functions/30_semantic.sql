@@ -197,6 +197,31 @@ LANGUAGE sql IMMUTABLE AS $$
              THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)
 $$;
 
+-- A set's candidates of every language on the query language's scale: the linear map that
+-- turns the centred similarities (cens) of the query language's own candidates (own_lang)
+-- into their cosines (raws) puts the other languages' centred similarities there.
+CREATE OR REPLACE FUNCTION pgrag.semantic_on_query_scale(
+    ids bigint[], raws float8[], cens float8[], langs text[], own_lang boolean[]
+) RETURNS TABLE (
+    chunk_id bigint, similarity float8, rank int, cosine float8, lang text, centred boolean
+)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    WITH c AS (
+        SELECT * FROM unnest(ids, raws, cens, langs, own_lang) AS c(id, raw, cen, lang, own)
+    ), fit AS (
+        SELECT avg(c.raw) AS mr, stddev_pop(c.raw) AS sr,
+               avg(c.cen) AS mc, stddev_pop(c.cen) AS sc, count(*) AS k
+        FROM c WHERE c.own
+    )
+    SELECT c.id, CASE WHEN NOT f.fitted THEN c.cen
+                      WHEN c.own THEN c.raw
+                      ELSE fit.mr + (c.cen - fit.mc) * fit.sr / fit.sc END,
+           0, c.raw, c.lang, NOT (f.fitted AND c.own)
+    FROM c CROSS JOIN fit
+    -- too few candidates in the query's language to fit the map: all stay centred
+    CROSS JOIN LATERAL (SELECT fit.k >= 5 AND fit.sc > 0 AS fitted) f
+$$;
+
 -- Semantic candidates of the active sets of the collections in scope: `similarity` ranks
 -- (language-neutral when the set holds several languages, see the header), `cosine` is
 -- the plain similarity, `centred` says the chunk was compared language-centred.
@@ -286,24 +311,7 @@ BEGIN
                 query_embedding - query_mean, query_embedding, g.mean, g.langs,
                 coalesce(filters, '{}'::jsonb), pool_size, s.collection_id) x;
         END LOOP;
-        -- other languages onto the query language's scale: the linear map that turns the
-        -- centred similarities of the query language's own candidates into their cosines
-        RETURN QUERY
-        WITH c AS (
-            SELECT * FROM unnest(ids, raws, cens, langs, own_lang)
-                   AS c(id, raw, cen, lang, own)
-        ), fit AS (
-            SELECT avg(c.raw) AS mr, stddev_pop(c.raw) AS sr,
-                   avg(c.cen) AS mc, stddev_pop(c.cen) AS sc, count(*) AS k
-            FROM c WHERE c.own
-        )
-        SELECT c.id, CASE WHEN NOT fitted THEN c.cen
-                          WHEN c.own THEN c.raw
-                          ELSE fit.mr + (c.cen - fit.mc) * fit.sr / fit.sc END,
-               0, c.raw, c.lang, NOT (fitted AND c.own)
-        FROM c CROSS JOIN fit
-        -- too few candidates in the query's language to fit the map: all stay centred
-        CROSS JOIN LATERAL (SELECT fit.k >= 5 AND fit.sc > 0 AS fitted) f;
+        RETURN QUERY SELECT * FROM pgrag.semantic_on_query_scale(ids, raws, cens, langs, own_lang);
     END LOOP;
 END
 $$;

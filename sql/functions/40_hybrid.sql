@@ -56,7 +56,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     coverage_gain     float8 DEFAULT NULL,
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL
+    proximity_weight  float8 DEFAULT NULL,
+    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_b            float8 DEFAULT NULL,
+    candidate_budget  float8 DEFAULT NULL,
+    rescore_size      int DEFAULT NULL
 ) RETURNS TABLE (
     chunk_id         bigint,
     lexical_rank     int,
@@ -95,7 +99,10 @@ BEGIN
         FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters,
                                       -- no weight, no windows to compute (0); else the default
                                       proximity_width => CASE WHEN proximity_weight = 0
-                                                              THEN 0 END) l
+                                                              THEN 0 END,
+                                      bm25_k1 => bm25_k1, bm25_b => bm25_b,
+                                      candidate_budget => candidate_budget,
+                                      rescore_size => rescore_size) l
         WHERE query_text IS NOT NULL AND lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
@@ -170,7 +177,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     coverage_gain     float8 DEFAULT NULL,
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL
+    proximity_weight  float8 DEFAULT NULL,
+    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_b            float8 DEFAULT NULL,
+    candidate_budget  float8 DEFAULT NULL,
+    rescore_size      int DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,
     chunk_id         bigint,
@@ -197,7 +208,11 @@ LANGUAGE sql STABLE AS $$
         FROM pgrag.hybrid_fusion(query_text, query_embedding, collection_ids, filters, rrf_k,
                                  lexical_weight, semantic_weight, pool_size, min_similarity,
                                  embedding_model, fusion, coverage_gain, max_lexical_share,
-                                 query_lang, proximity_weight) f
+                                 query_lang, proximity_weight,
+                                 bm25_k1 => hybrid_search_detail.bm25_k1,
+                                 bm25_b => hybrid_search_detail.bm25_b,
+                                 candidate_budget => hybrid_search_detail.candidate_budget,
+                                 rescore_size => hybrid_search_detail.rescore_size) f
     )
     SELECT r.pos, r.chunk_id,
            c.document_id,
@@ -233,7 +248,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
     coverage_gain     float8 DEFAULT NULL,
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL
+    proximity_weight  float8 DEFAULT NULL,
+    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_b            float8 DEFAULT NULL,
+    candidate_budget  float8 DEFAULT NULL,
+    rescore_size      int DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,     -- final position, 1-based
     chunk_id         bigint,
@@ -252,7 +271,11 @@ LANGUAGE sql STABLE AS $$
                                     filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                     min_similarity, embedding_model, match_offset, fusion,
                                     coverage_gain, max_lexical_share, query_lang,
-                                    proximity_weight) d
+                                    proximity_weight,
+                                    bm25_k1 => hybrid_search.bm25_k1,
+                                    bm25_b => hybrid_search.bm25_b,
+                                    candidate_budget => hybrid_search.candidate_budget,
+                                    rescore_size => hybrid_search.rescore_size) d
 $$;
 
 -- Documents ranked by their best chunk (scope => 'documents'): one row per document.
@@ -274,7 +297,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
     coverage_gain       float8 DEFAULT NULL,
     max_lexical_share   float8 DEFAULT NULL,
     query_lang          text DEFAULT NULL,
-    proximity_weight    float8 DEFAULT NULL
+    proximity_weight    float8 DEFAULT NULL,
+    bm25_k1             float8 DEFAULT NULL,
+    bm25_b              float8 DEFAULT NULL,
+    candidate_budget    float8 DEFAULT NULL,
+    rescore_size        int DEFAULT NULL
 ) RETURNS TABLE (
     rank            int,
     document_id     uuid,
@@ -295,7 +322,11 @@ LANGUAGE sql STABLE AS $$
                                  coalesce(pool_size, fd.pool_size) * 2, collection_ids,
                                  filters, rrf_k, lexical_weight, semantic_weight, pool_size,
                                  min_similarity, embedding_model, 0, fusion, coverage_gain,
-                                 max_lexical_share, query_lang, proximity_weight) h
+                                 max_lexical_share, query_lang, proximity_weight,
+                                 bm25_k1 => hybrid_search_documents.bm25_k1,
+                                 bm25_b => hybrid_search_documents.bm25_b,
+                                 candidate_budget => hybrid_search_documents.candidate_budget,
+                                 rescore_size => hybrid_search_documents.rescore_size) h
     ),
     docs AS (
         SELECT b.document_id, b.chunk_id AS best, b.lexical_rank, b.lexical_score,

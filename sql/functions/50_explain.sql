@@ -63,7 +63,11 @@ LANGUAGE sql STABLE AS $$
             (p.params ->> 'pool_size')::int,
             (p.params ->> 'min_similarity')::float8,
             p.params ->> 'embedding_model',
-            p.fu, p.cg, p.ms, p.params ->> 'query_lang', p.pw) f
+            p.fu, p.cg, p.ms, p.params ->> 'query_lang', p.pw,
+            bm25_k1 => (p.params ->> 'bm25_k1')::float8,
+            bm25_b => (p.params ->> 'bm25_b')::float8,
+            candidate_budget => (p.params ->> 'candidate_budget')::float8,
+            rescore_size => (p.params ->> 'rescore_size')::int) f
     )
     SELECT h.pos, g.rank, h.chunk_id, d.path,
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,

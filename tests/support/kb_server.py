@@ -217,6 +217,19 @@ def http_server(
                     proc.wait()
 
 
+@contextlib.contextmanager
+def writable_http_server(server_dsn: str, home: Path) -> Iterator[HttpServer]:
+    """A writable server (uploads, deletions: PGRAG_READ_ONLY=false and the `write` toolset)
+    with the hash model, on a database of its own so the shared knowledge base never changes."""
+    dsn = create_database(server_dsn)
+    env = {"PGRAG_READ_ONLY": "false", "PGRAG_TOOLSETS": "core,write", "PGRAG_HOME": str(home)}
+    try:
+        with http_server(dsn, "--embedding-model", HASH_MODEL, env=env) as server:
+            yield server
+    finally:
+        drop_database(server_dsn, dsn)
+
+
 @pytest.fixture(scope="session")
 def kb_http(kb: KnowledgeBase) -> Iterator[HttpServer]:
     """The shared HTTP server: `full-key` reads everything, `scoped-key` only `other`."""

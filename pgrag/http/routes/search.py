@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
+from pgrag.deadline import within
 from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
@@ -53,7 +53,7 @@ async def api_search(
         continuation_token=continuation_token,
         filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
     )
-    page = await asyncio.wait_for(
+    page = await within(
         context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S
     )
     body = page.data.model_dump(mode="json")

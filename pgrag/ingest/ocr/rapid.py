@@ -184,8 +184,18 @@ def _close_all() -> None:
         worker.close()
 
 
+def _lift_memory_limit() -> None:
+    """A parse worker (parse_worker.py) starts us under its own soft address-space limit,
+    meant for parsers: the models need more, and a page's time limit bounds us anyway."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
 def _serve(threads: int) -> None:
     """The worker: load the models, then answer requests until stdin closes."""
+    _lift_memory_limit()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever the libraries print must not reach the protocol stream
 

@@ -3,13 +3,16 @@
 Pages are rendered lazily inside the workers, so at most `workers` page bitmaps are in
 memory at once. A page that fails or times out becomes an empty page with its error; the
 document still ingests. The engines enforce the time limit themselves, by killing the
-process that reads the page.
+process that reads the page. A document has a page cap and a time budget too (a 300 KB PDF
+can hold a thousand blank scanned pages): pages past either are left empty, named as such.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +37,8 @@ class OcrOptions:
     languages: str = "chi_sim+eng"
     workers: int = 2
     page_timeout_s: float = 120.0
+    max_pages: int = 200  # pages OCR'd per document
+    document_timeout_s: float = 900.0  # OCR time per document
     cache_dir: Path | None = None
     progress: Progress | None = field(default=None, compare=False)
 
@@ -44,6 +49,8 @@ class OcrOptions:
             languages=settings.ocr_languages,
             workers=settings.ocr_workers,
             page_timeout_s=settings.ocr_page_timeout_s,
+            max_pages=settings.ocr_max_pages,
+            document_timeout_s=settings.ocr_document_timeout_s,
             cache_dir=settings.home / "ocr-cache",
         )
 
@@ -67,11 +74,29 @@ def ocr_images(
     total = len(renders)
     done = 0
     lock = threading.Lock()
+    deadline = time.monotonic() + options.document_timeout_s
 
-    def one(number: int, render: Render) -> OcrPage:
+    def one(index: int, number: int, render: Render) -> OcrPage:
         nonlocal done
+        left = deadline - time.monotonic()
         try:
-            page = _page(number, render, engine, options)
+            if index >= options.max_pages:
+                page = OcrPage(
+                    number,
+                    error=f"not read: past {options.max_pages} pages "
+                    "per document (PGRAG_OCR_MAX_PAGES)",
+                )
+            elif left <= 0:
+                page = OcrPage(
+                    number,
+                    error="not read: the document's OCR time ran out "
+                    "(PGRAG_OCR_DOCUMENT_TIMEOUT_S)",
+                )
+            else:
+                within = dataclasses.replace(
+                    options, page_timeout_s=min(options.page_timeout_s, left)
+                )
+                page = _page(number, render, engine, within)
         except Exception as exc:  # a broken frame or engine error: this page only
             page = OcrPage(number, error=f"{type(exc).__name__}: {exc}")
         with lock:
@@ -81,7 +106,7 @@ def ocr_images(
         return page
 
     with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-        pages = list(pool.map(one, numbers, renders))
+        pages = list(pool.map(one, range(total), numbers, renders))
     return pages, engine.name
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import pathlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from .base import (
     CORRUPT_FILE,
@@ -18,12 +19,15 @@ from .base import (
     ENCODING_ERROR,
     ENCRYPTED,
     OCR_UNAVAILABLE,
+    TOO_LARGE,
     UNREADABLE,
     UNSUPPORTED_FORMAT,
     ParsedDocument,
     ParseError,
+    Source,
     Unit,
 )
+from .limits import check_zip
 
 if TYPE_CHECKING:
     from ..ocr import OcrOptions
@@ -35,6 +39,7 @@ __all__ = [
     "ENCRYPTED",
     "OCR_UNAVAILABLE",
     "SUPPORTED_EXTENSIONS",
+    "TOO_LARGE",
     "UNREADABLE",
     "UNSUPPORTED_FORMAT",
     "ParseError",
@@ -43,7 +48,7 @@ __all__ = [
     "parse",
 ]
 
-# extension -> (module, function); the function takes the path
+# extension -> (module, function); the function takes a Source
 _PARSERS: dict[str, tuple[str, str]] = {
     "pdf": ("pdf", "parse"),
     "docx": ("docx", "parse"),
@@ -68,11 +73,13 @@ _OCR = frozenset({"pdf", "png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"})
 _LEGACY = {"doc": "docx", "rtf": "docx", "odt": "docx", "ppt": "pptx", "odp": "pptx"}
 # zip/OLE/PDF containers: zero bytes cannot be a valid file. Text types parse to "".
 _BINARY = frozenset({"docx", "pptx", "xlsx", "xlsm", "xls", "ods", *_LEGACY, *_OCR})
+# zip containers: their declared sizes are checked before any reader unpacks them
+_ZIPS = frozenset({"docx", "pptx", "xlsx", "xlsm", "xls", "ods", "odt", "odp"})
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset({*_PARSERS, *_LEGACY})
 
 
-def _function(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
+def _function(ext: str) -> Callable[[Source], ParsedDocument]:
     module_name, name = _PARSERS[ext]
     module = importlib.import_module(f"{__name__}.{module_name}")
     function: Callable[..., ParsedDocument] = getattr(module, name)
@@ -83,7 +90,7 @@ def _function(ext: str) -> Callable[[pathlib.Path], ParsedDocument]:
 
 def _parser_for(ext: str) -> Callable[..., ParsedDocument]:
     """Resolved (and imported) before parsing, so a bug in our import is not reported
-    as a corrupt file. Called with the path; the OCR formats also take `ocr=`."""
+    as a corrupt file. Called with a Source; the OCR formats also take `ocr=`."""
     via_libreoffice = _LEGACY.get(ext)
     if ext == "xls":
         try:
@@ -98,9 +105,13 @@ def _parser_for(ext: str) -> Callable[..., ParsedDocument]:
     return lambda p: legacy.parse(p, target)
 
 
-def parse(path: pathlib.Path | str, *, ocr: OcrOptions | None = None) -> ParsedDocument:
-    """Parse one file. Raises only ParseError (code UNSUPPORTED_FORMAT, UNREADABLE,
-    CORRUPT_FILE, ENCRYPTED, ENCODING_ERROR or OCR_UNAVAILABLE)."""
+def parse(
+    path: pathlib.Path | str, *, ocr: OcrOptions | None = None, opened: BinaryIO | None = None
+) -> ParsedDocument:
+    """Parse one file: `opened` (by the rules of files.py) when given, else `path`, opened
+    by the same rules. Raises only ParseError (code UNSUPPORTED_FORMAT, UNREADABLE,
+    CORRUPT_FILE, ENCRYPTED, ENCODING_ERROR, OCR_UNAVAILABLE, TOO_LARGE, or the codes of
+    files.UnsafeFile)."""
     path = pathlib.Path(path)
     ext = path.suffix.lower().lstrip(".")
     if ext not in SUPPORTED_EXTENSIONS:
@@ -109,22 +120,50 @@ def parse(path: pathlib.Path | str, *, ocr: OcrOptions | None = None) -> ParsedD
             UNSUPPORTED_FORMAT,
             f"{shown} is not supported; supported: {', '.join(sorted(SUPPORTED_EXTENSIONS))}",
         )
+    if opened is not None:
+        return _parse_opened(path, ext, opened, ocr)
+    from pgrag.ingest.files import open_in_root  # files.py imports this package
+
     try:
-        with path.open("rb"):
-            size = path.stat().st_size
+        f = open_in_root(path.parent, path.name)
     except OSError as exc:
         raise ParseError(UNREADABLE, f"cannot read the file: {exc.strerror or exc}") from None
-    if size == 0 and ext in _BINARY:
+    with f:
+        return _parse_opened(path, ext, f, ocr)
+
+
+def _parse_opened(
+    path: pathlib.Path, ext: str, f: BinaryIO, ocr: OcrOptions | None
+) -> ParsedDocument:
+    if os.fstat(f.fileno()).st_size == 0 and ext in _BINARY:
         raise ParseError(CORRUPT_FILE, f"the file is empty (0 bytes), not a valid .{ext} file")
     parser = _parser_for(ext)
     if ext in _OCR:
         parser = functools.partial(parser, ocr=ocr)
     try:
-        return parser(path)
+        if ext in _ZIPS:
+            check_zip(f)
+        return parser(Source(path, f))
     except ParseError:
         raise
     except Exception as exc:  # any library failure on a bad file: a readable reason
+        if _out_of_memory(exc):
+            raise ParseError(
+                TOO_LARGE, "the file needs more memory than a parse may take"
+            ) from None
         reason = str(exc).strip() or "no details"
         raise ParseError(
             CORRUPT_FILE, f"could not read the .{ext} file ({type(exc).__name__}: {reason})"
         ) from exc
+
+
+def _out_of_memory(exc: Exception) -> bool:
+    """A MemoryError, or libxml2 failing to allocate (lxml reports it as a syntax error)."""
+    if isinstance(exc, MemoryError):
+        return True
+    from lxml import etree
+
+    return (
+        isinstance(exc, etree.LxmlError)
+        and getattr(exc, "code", None) == etree.ErrorTypes.ERR_NO_MEMORY
+    )

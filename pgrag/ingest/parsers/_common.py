@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import pathlib
 from typing import Any
 
 from charset_normalizer import from_bytes
 
-from .base import ENCODING_ERROR, ParseError, Unit
+from .base import ENCODING_ERROR, ParseError, Source, Unit
+from .limits import MAX_COLUMNS, MAX_ROWS, MAX_SHEET_CELLS, MAX_TEXT_BYTES, too_large
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16 LE: its BOM starts with FF FE
@@ -77,9 +77,9 @@ def _detect(data: bytes) -> str | None:
     return tied[0]
 
 
-def read_text(path: pathlib.Path) -> tuple[str, str]:
+def read_text(src: Source) -> tuple[str, str]:
     """Read and decode a text file; newlines normalised to "\\n"."""
-    text, encoding = decode_bytes(path.read_bytes())
+    text, encoding = decode_bytes(src.read(MAX_TEXT_BYTES))
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, encoding
@@ -136,6 +136,17 @@ def column_letter(index: int) -> str:
     return letters
 
 
+def check_shape(rows: int, columns: int) -> None:
+    """A sheet is padded to rows x columns: refuse a shape that would be over the bounds
+    (one 10,000-column row above 10,000 short ones pads to 100 million cells)."""
+    if columns > MAX_COLUMNS:
+        raise too_large(f"{columns:,} columns (at most {MAX_COLUMNS:,})")
+    if rows > MAX_ROWS:
+        raise too_large(f"{rows:,} rows (at most {MAX_ROWS:,})")
+    if rows * columns > MAX_SHEET_CELLS:
+        raise too_large(f"{rows:,} rows x {columns:,} columns (at most {MAX_SHEET_CELLS:,} cells)")
+
+
 def sheet_unit(number: int, title: str | None, raw_rows: list[list[str]]) -> Unit:
     """A `sheet` unit from displayed-string rows (row 1 first): trailing empty rows and
     columns trimmed, rows padded to one width, body one line per row ("a | b | c") with
@@ -148,6 +159,7 @@ def sheet_unit(number: int, title: str | None, raw_rows: list[list[str]]) -> Uni
             if row[i]:
                 width = i + 1
                 break
+    check_shape(len(raw_rows), width)
     rows = [row[:width] + [""] * (width - len(row)) for row in raw_rows]
     offsets: list[int] = []
     lines: list[str] = []

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 UnitKind = Literal["page", "sheet", "slide", "section", "text"]
 
@@ -41,6 +42,27 @@ class ParsedDocument:
         return "\n\n".join(u.body for u in self.units if u.body)
 
 
+@dataclass(frozen=True)
+class Source:
+    """A file to parse, already opened by the rules of files.py: parsers read `file` and
+    never reopen `path`, which only names it (extension, messages)."""
+
+    path: pathlib.Path
+    file: BinaryIO
+
+    @property
+    def ext(self) -> str:
+        return self.path.suffix.lower().lstrip(".")
+
+    def read(self, limit: int) -> bytes:
+        """The whole file, or TOO_LARGE when it holds more than `limit` bytes."""
+        self.file.seek(0)
+        data = self.file.read(limit + 1)
+        if len(data) > limit:
+            raise ParseError(TOO_LARGE, f"the file is larger than {limit // (1 << 20)} MB")
+        return data
+
+
 class ParseError(Exception):
     """A file we cannot read. `code` is stable (stored as the document's error_code)."""
 
@@ -57,3 +79,4 @@ ENCODING_ERROR = "ENCODING_ERROR"
 ENCRYPTED = "ENCRYPTED"  # password-protected file we cannot open with an empty password
 UNREADABLE = "UNREADABLE"  # the OS refused to read the file (permissions, vanished, is a directory)
 OCR_UNAVAILABLE = "OCR_UNAVAILABLE"  # scanned pages or an image, and no OCR engine installed
+TOO_LARGE = "TOO_LARGE"  # expands beyond a bound of limits.py (cells, pixels, bytes, pages)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
-import pathlib
 
 from ._common import read_text, sheet_unit
-from .base import ParsedDocument
+from .base import ParsedDocument, Source
+from .limits import CellBudget
 
 _DELIMITERS = ",;\t|"
 _SNIFF_CHARS = 64 * 1024
@@ -26,13 +26,18 @@ def sniff_delimiter(text: str) -> str:
         return ","
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    text, encoding = read_text(path)
-    file_type = path.suffix.lower().lstrip(".")
+def parse(src: Source) -> ParsedDocument:
+    text, encoding = read_text(src)
+    file_type = src.ext
     delimiter = "\t" if file_type == "tsv" else sniff_delimiter(text)
     csv.field_size_limit(16 * 1024 * 1024)  # default 128 KB rejects real exports
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    unit = sheet_unit(1, None, [row for row in reader])
+    budget = CellBudget()
+    rows = []
+    for row in reader:
+        budget.take(len(row) or 1)
+        rows.append(row)
+    unit = sheet_unit(1, None, rows)
     unit.meta["implicit"] = True
     return ParsedDocument(
         file_type=file_type,

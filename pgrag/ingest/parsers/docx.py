@@ -14,7 +14,6 @@ break, page numbers are unknown (None), never guessed.
 
 from __future__ import annotations
 
-import pathlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import docx
 from docx.oxml.ns import qn
 
 from ._common import clean, to_utc
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
 
 _P, _TBL, _TR, _TC, _R = qn("w:p"), qn("w:tbl"), qn("w:tr"), qn("w:tc"), qn("w:r")
 _T, _TAB, _BR, _CR = qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:cr")
@@ -251,8 +250,8 @@ class _Builder:
                 starts.append([at, self.page])
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    document = docx.Document(str(path))
+def parse(src: Source) -> ParsedDocument:
+    document = docx.Document(src.file)
     body = document.element.body
     rendered = next(body.iter(_RENDERED), None) is not None
     builder = _Builder(rendered, _Styles(document.styles.element))

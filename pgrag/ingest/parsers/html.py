@@ -7,7 +7,6 @@ cells "a | b", and headings section boundaries.
 
 from __future__ import annotations
 
-import pathlib
 import re
 from dataclasses import dataclass, field
 
@@ -16,7 +15,8 @@ from bs4.dammit import EncodingDetector
 from bs4.element import NavigableString, PreformattedString, Tag
 
 from ._common import clean, decode_bytes
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
+from .limits import MAX_TEXT_BYTES
 
 _DROP = ("script", "style", "noscript", "template", "head", "svg", "canvas", "iframe", "object")
 # elements that end a line of text (h1-h6 and td/th are handled on their own)
@@ -114,8 +114,8 @@ def _walk(root: Tag, out: _Collector) -> None:
     out.flush()
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    data = path.read_bytes()
+def parse(src: Source) -> ParsedDocument:
+    data = src.read(MAX_TEXT_BYTES)
     markup: str | bytes = data
     if not EncodingDetector.find_declared_encoding(data, is_html=True):
         markup, _ = decode_bytes(data)
@@ -142,7 +142,7 @@ def parse(path: pathlib.Path) -> ParsedDocument:
     ]
     headings = [{"title": s.title, "level": s.level} for s in sections if s.title]
     return ParsedDocument(
-        file_type=path.suffix.lower().lstrip(".") or "html",
+        file_type=src.ext or "html",
         units=units,
         title=title,
         author=author,

@@ -5,17 +5,20 @@ OCR_UNAVAILABLE instead of ingesting silently empty."""
 from __future__ import annotations
 
 import functools
-import pathlib
+import io
 from typing import Any
 
 from PIL import Image, ImageOps, ImageSequence
 
 from ..ocr import OCR_UNAVAILABLE, OcrOptions, OcrPage, OcrUnavailable, ocr_images, summarize
-from .base import ParsedDocument, ParseError, Unit
+from .base import ParsedDocument, ParseError, Source, Unit
+from .limits import MAX_BINARY_BYTES, MAX_IMAGE_PIXELS, MAX_PAGES, too_large
 
 EXTENSIONS = ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp")
 MAX_FRAMES = 2000
-Image.MAX_IMAGE_PIXELS = 200_000_000  # a 600 dpi A0 scan; larger is a decompression bomb
+# Pillow only warns up to twice this and errors beyond; we check every frame's size
+# ourselves before anything is decoded
+Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
 
 
 def page_meta(page: OcrPage, engine: str) -> dict[str, Any]:
@@ -28,23 +31,45 @@ def page_meta(page: OcrPage, engine: str) -> dict[str, Any]:
     return meta
 
 
-def _frame(path: pathlib.Path, index: int) -> Image.Image:
+def _frame(data: bytes, index: int) -> Image.Image:
     """Frame `index` upright (EXIF orientation) in RGB; opened per page to bound memory."""
-    with Image.open(path) as img:
+    with Image.open(io.BytesIO(data)) as img:
         img.seek(index)
         return ImageOps.exif_transpose(img.convert("RGB"))
 
 
-def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
-    ext = path.suffix.lower().lstrip(".")
-    with Image.open(path) as img:
-        sizes = [frame.size for frame in ImageSequence.Iterator(img)][:MAX_FRAMES]
-        dpi = img.info.get("dpi")
+def frame_sizes(data: bytes) -> tuple[list[tuple[int, int]], Any]:
+    """Each frame's size (from the headers: nothing decoded yet) and the DPI; TOO_LARGE for
+    a frame over MAX_IMAGE_PIXELS."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            frames: int = getattr(img, "n_frames", 1)
+            if frames > MAX_PAGES:
+                raise too_large(f"{frames:,} frames (at most {MAX_PAGES:,})")
+            sizes: list[tuple[int, int]] = []
+            for frame in ImageSequence.Iterator(img):
+                width, height = frame.size
+                if width * height > MAX_IMAGE_PIXELS:
+                    raise too_large(
+                        f"{width:,} x {height:,} pixels (at most {MAX_IMAGE_PIXELS:,} pixels)"
+                    )
+                sizes.append((width, height))
+                if len(sizes) == MAX_FRAMES:
+                    break
+            return sizes, img.info.get("dpi")
+    except Image.DecompressionBombError as exc:
+        raise too_large(str(exc)) from None
+
+
+def parse(src: Source, ocr: OcrOptions | None = None) -> ParsedDocument:
+    ext = src.ext
+    data = src.read(MAX_BINARY_BYTES)
+    sizes, dpi = frame_sizes(data)
     numbers = list(range(1, len(sizes) + 1))
     try:
         pages, engine = ocr_images(
             numbers,
-            [functools.partial(_frame, path, i) for i in range(len(sizes))],
+            [functools.partial(_frame, data, i) for i in range(len(sizes))],
             ocr or OcrOptions(),
         )
     except OcrUnavailable as exc:

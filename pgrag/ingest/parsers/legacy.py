@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 
-from .base import CORRUPT_FILE, UNSUPPORTED_FORMAT, ParsedDocument, ParseError
+from .base import CORRUPT_FILE, UNSUPPORTED_FORMAT, ParsedDocument, ParseError, Source
+from .limits import check_zip
 
 TARGET = {
     "doc": "docx",
@@ -31,11 +32,9 @@ def soffice() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
-def parse(
-    path: pathlib.Path, parse_target: Callable[[pathlib.Path], ParsedDocument]
-) -> ParsedDocument:
-    """Convert `path` with LibreOffice and parse the result with `parse_target`."""
-    ext = path.suffix.lower().lstrip(".")
+def parse(src: Source, parse_target: Callable[[Source], ParsedDocument]) -> ParsedDocument:
+    """Convert the file with LibreOffice and parse the result with `parse_target`."""
+    ext = src.ext
     target = TARGET[ext]
     binary = soffice()
     if binary is None:
@@ -47,7 +46,9 @@ def parse(
     with tempfile.TemporaryDirectory(prefix="pgrag-convert-") as tmp:
         work = pathlib.Path(tmp)
         source = work / f"source.{ext}"  # plain ASCII name: predictable output name
-        shutil.copyfile(path, source)
+        src.file.seek(0)
+        with source.open("wb") as copy:
+            shutil.copyfileobj(src.file, copy)
         command = [
             binary,
             # own profile: no clash with a running soffice or a locked user profile
@@ -73,7 +74,9 @@ def parse(
                 CORRUPT_FILE,
                 f"LibreOffice could not convert the .{ext} file: {reason or 'no output'}",
             )
-        parsed = parse_target(converted)
+        with converted.open("rb") as f:  # our own file: LibreOffice's output
+            check_zip(f)
+            parsed = parse_target(Source(converted, f))
     parsed.file_type = ext
     parsed.outline["type"] = ext
     parsed.outline["converted_to"] = target

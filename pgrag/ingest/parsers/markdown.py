@@ -8,11 +8,10 @@ matter, and a setext underline only counts after a plain paragraph.
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 from ._common import read_text
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -71,8 +70,8 @@ def find_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str | N
     return headings, front_title
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    text, encoding = read_text(path)
+def parse(src: Source) -> ParsedDocument:
+    text, encoding = read_text(src)
     lines = text.split("\n")
     headings, front_title = find_headings(lines)
     starts = [0]

@@ -7,7 +7,6 @@ are recorded in `metadata["warnings"]` instead of failing the parse.
 from __future__ import annotations
 
 import datetime as dt
-import pathlib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,8 @@ from pypdf.errors import DependencyError
 
 from ..ocr import OcrOptions
 from ._common import clean
-from .base import ENCRYPTED, ParsedDocument, ParseError, Unit
+from .base import ENCRYPTED, ParsedDocument, ParseError, Source, Unit
+from .limits import MAX_PAGES, too_large
 from .pdf_ocr import needs_ocr, ocr_pages
 
 # D:YYYYMMDDHHmmSSOHH'mm' with every part after the year optional (PDF 32000 §7.9.4);
@@ -78,9 +78,10 @@ def _bookmarks(reader: PdfReader, items: Any, level: int = 1) -> Iterator[dict[s
         }
 
 
-def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
+def parse(src: Source, ocr: OcrOptions | None = None) -> ParsedDocument:
     """Text layer per page; pages that are only a scanned image go through OCR."""
-    reader = PdfReader(path)
+    src.file.seek(0)
+    reader = PdfReader(src.file)
     if reader.is_encrypted:
         try:
             opened = reader.decrypt("")
@@ -88,6 +89,8 @@ def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
             raise ParseError(ENCRYPTED, f"encrypted PDF: {exc}") from None
         if opened == PasswordType.NOT_DECRYPTED:
             raise ParseError(ENCRYPTED, "the PDF is password-protected; remove the password")
+    if len(reader.pages) > MAX_PAGES:
+        raise too_large(f"{len(reader.pages):,} pages (at most {MAX_PAGES:,})")
     warnings: list[str] = []
     units = []
     scanned: list[int] = []
@@ -100,7 +103,7 @@ def parse(path: pathlib.Path, ocr: OcrOptions | None = None) -> ParsedDocument:
         units.append(Unit(kind="page", number=number, body=text))
         if needs_ocr(page, text):
             scanned.append(number)
-    ocr_summary = ocr_pages(path, units, scanned, ocr) if scanned else None
+    ocr_summary = ocr_pages(src, units, scanned, ocr) if scanned else None
     try:
         bookmarks = list(_bookmarks(reader, reader.outline))[:_MAX_BOOKMARKS]
     except Exception as exc:

@@ -4,15 +4,15 @@ pypdfium2 and read by the OCR runner. Mixed PDFs: only those pages."""
 from __future__ import annotations
 
 import functools
-import pathlib
 import threading
 from typing import Any
 
 from PIL import Image
 
 from ..ocr import OCR_UNAVAILABLE, OcrOptions, OcrUnavailable, ocr_images, summarize
-from .base import ParseError, Unit
+from .base import ParseError, Source, Unit
 from .image import page_meta
+from .limits import MAX_BINARY_BYTES
 
 MIN_TEXT_CHARS = 20  # fewer non-space characters than this over an image: a scanned page
 RENDER_DPI = 300
@@ -45,11 +45,11 @@ def needs_ocr(page: Any, text: str) -> bool:
     return sum(1 for ch in text if not ch.isspace()) < MIN_TEXT_CHARS and _has_image(page)
 
 
-def _render(path: pathlib.Path, index: int) -> Image.Image:
+def _render(data: bytes, index: int) -> Image.Image:
     import pypdfium2 as pdfium
 
     with _PDFIUM:
-        pdf = pdfium.PdfDocument(str(path))
+        pdf = pdfium.PdfDocument(data)
         try:
             page = pdf[index]
             width, height = page.get_size()  # points
@@ -61,7 +61,7 @@ def _render(path: pathlib.Path, index: int) -> Image.Image:
 
 
 def ocr_pages(
-    path: pathlib.Path, units: list[Unit], numbers: list[int], options: OcrOptions | None
+    src: Source, units: list[Unit], numbers: list[int], options: OcrOptions | None
 ) -> dict[str, Any]:
     """Replace the bodies of `numbers` (1-based) with OCR text; the summary for the
     document. Raises ParseError(OCR_UNAVAILABLE) when no engine is installed."""
@@ -74,9 +74,10 @@ def ocr_pages(
             f"{len(numbers)} page(s) are scanned images and need OCR: "
             "pypdfium2 is not installed (pip install pypdfium2)",
         ) from None
+    data = src.read(MAX_BINARY_BYTES)
     try:
         pages, engine = ocr_images(
-            numbers, [functools.partial(_render, path, n - 1) for n in numbers], options
+            numbers, [functools.partial(_render, data, n - 1) for n in numbers], options
         )
     except OcrUnavailable as exc:
         raise ParseError(

@@ -7,7 +7,6 @@ shape order), then "Notes: ..." so a search hit in the notes still points at its
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -15,7 +14,8 @@ import pptx
 from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
 
 from ._common import clean, to_utc
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
+from .limits import MAX_PAGES, too_large
 
 # placeholders repeated from the layout on every slide: noise, not content
 _SKIP_PLACEHOLDERS = {PP_PLACEHOLDER.SLIDE_NUMBER, PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.FOOTER}
@@ -61,8 +61,10 @@ def _slide(number: int, slide: Any) -> Unit:
     )
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    presentation = pptx.Presentation(str(path))
+def parse(src: Source) -> ParsedDocument:
+    presentation = pptx.Presentation(src.file)
+    if len(presentation.slides) > MAX_PAGES:
+        raise too_large(f"{len(presentation.slides):,} slides (at most {MAX_PAGES:,})")
     units = [_slide(n, slide) for n, slide in enumerate(presentation.slides, 1)]
     props = presentation.core_properties
     return ParsedDocument(

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import pathlib
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lxml import etree
 
-from ._common import clean, format_cell, sheet_unit, to_utc
-from .base import ParsedDocument, Unit
+from ._common import check_shape, clean, format_cell, sheet_unit, to_utc
+from .base import ParsedDocument, Source, Unit
+from .limits import MAX_COLUMNS, MAX_ROWS, MAX_TEXT_BYTES, CellBudget, too_large
 
 
 def _document(file_type: str, units: list[Unit], **kwargs: Any) -> ParsedDocument:
@@ -28,49 +28,64 @@ def _document(file_type: str, units: list[Unit], **kwargs: Any) -> ParsedDocumen
     return ParsedDocument(file_type=file_type, units=units, outline=outline, **kwargs)
 
 
-def parse_xlsx(path: pathlib.Path, file_type: str = "xlsx") -> ParsedDocument:
+def _bounded(rows: Iterable[tuple[Any, ...]], budget: CellBudget) -> list[list[str]]:
+    out: list[list[str]] = []
+    for r in rows:
+        budget.take(len(r) or 1)
+        if len(out) == MAX_ROWS:
+            raise too_large(f"more than {MAX_ROWS:,} rows")
+        out.append([format_cell(v) for v in r])
+    return out
+
+
+def parse_xlsx(src: Source, file_type: str = "xlsx") -> ParsedDocument:
     from openpyxl import load_workbook
 
     # a file object, not the path: openpyxl refuses names not ending in .xlsx/.xlsm,
     # and many .xls files are renamed .xlsx ones
-    with path.open("rb") as f:
-        wb = load_workbook(f, read_only=True, data_only=True, keep_links=False)
-        try:
-            units = []
-            for number, name in enumerate(wb.sheetnames, 1):
-                ws = wb[name]
-                rows: list[list[str]] = []
-                if hasattr(ws, "iter_rows"):  # chartsheets have no cells
-                    # no calculate_dimension(): it raises "Worksheet is unsized" for files
-                    # without <dimension>; iterating needs no size and we count as we go
-                    rows = [[format_cell(v) for v in r] for r in ws.iter_rows(values_only=True)]
-                units.append(sheet_unit(number, name, rows))
-            props = wb.properties
-            return _document(
-                file_type,
-                units,
-                title=clean(props.title),
-                author=clean(props.creator),
-                created=to_utc(props.created),
-                modified=to_utc(props.modified),
-            )
-        finally:
-            wb.close()
+    src.file.seek(0)
+    wb = load_workbook(src.file, read_only=True, data_only=True, keep_links=False)
+    budget = CellBudget()
+    try:
+        units = []
+        for number, name in enumerate(wb.sheetnames, 1):
+            ws = wb[name]
+            rows: list[list[str]] = []
+            if hasattr(ws, "iter_rows"):  # chartsheets have no cells
+                # the declared <dimension> is never trusted (a 1.5 KB file can declare
+                # A1:XFD1048576, and openpyxl would pad every row to it): rows are as long
+                # as their last cell, counted as we go
+                ws.reset_dimensions()
+                rows = _bounded(ws.iter_rows(values_only=True), budget)
+            units.append(sheet_unit(number, name, rows))
+        props = wb.properties
+        return _document(
+            file_type,
+            units,
+            title=clean(props.title),
+            author=clean(props.creator),
+            created=to_utc(props.created),
+            modified=to_utc(props.modified),
+        )
+    finally:
+        wb.close()
 
 
-def parse_xls(path: pathlib.Path) -> ParsedDocument:
+def parse_xls(src: Source) -> ParsedDocument:
     import xlrd
 
-    with path.open("rb") as f:
-        magic = f.read(4)
-    if magic == b"PK\x03\x04":  # an .xlsx saved with the old extension
-        return parse_xlsx(path, file_type="xls")
+    data = src.read(MAX_TEXT_BYTES)
+    if data[:4] == b"PK\x03\x04":  # an .xlsx saved with the old extension
+        return parse_xlsx(src, file_type="xls")
     # xlrd prints warnings to stdout unless given a log file
-    book = xlrd.open_workbook(str(path), on_demand=True, logfile=io.StringIO())
+    book = xlrd.open_workbook(file_contents=data, on_demand=True, logfile=io.StringIO())
+    budget = CellBudget()
     try:
         units = []
         for number in range(book.nsheets):
             sheet = book.sheet_by_index(number)
+            check_shape(sheet.nrows, sheet.ncols)
+            budget.take(sheet.nrows * sheet.ncols)
             rows = [
                 [
                     _xls_cell(book, sheet.cell_type(r, c), sheet.cell_value(r, c))
@@ -109,19 +124,26 @@ _X = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _META = "urn:oasis:names:tc:opendocument:xmlns:meta:1.0"
 _DC = "http://purl.org/dc/elements/1.1/"
 _MAX_REPEAT = 100_000  # repeated *non-empty* rows/cells beyond this are a bloated file
+_MAX_SPACES = 1024  # <text:s text:c="N"/>: N spaces
 
 
-def parse_ods(path: pathlib.Path) -> ParsedDocument:
-    with zipfile.ZipFile(path) as zf:
+def parse_ods(src: Source) -> ParsedDocument:
+    src.file.seek(0)
+    budget = CellBudget()
+    with zipfile.ZipFile(src.file) as zf:
         with zf.open("content.xml") as f:
-            units = [sheet_unit(n, name, rows) for n, (name, rows) in enumerate(_ods_tables(f), 1)]
+            units = [
+                sheet_unit(n, name, rows)
+                for n, (name, rows) in enumerate(_ods_tables(f, budget), 1)
+            ]
         meta = _ods_meta(zf)
     return _document("ods", units, **meta)
 
 
-def _ods_tables(f: Any) -> Iterator[tuple[str, list[list[str]]]]:
+def _ods_tables(f: Any, budget: CellBudget) -> Iterator[tuple[str, list[list[str]]]]:
     """(name, rows) per table. Spreadsheets pad sheets with "1048570 empty rows" and
-    "16000 empty cells": empty runs are counted, and materialised only if data follows."""
+    "16000 empty cells": empty runs are counted, and materialised only if data follows;
+    what is materialised is counted against the budget first."""
     rows: list[list[str]] = []
     pending_rows = 0
     context = etree.iterparse(
@@ -144,9 +166,13 @@ def _ods_tables(f: Any) -> Iterator[tuple[str, list[list[str]]]]:
         if not any(row):
             pending_rows += repeat
             continue
+        repeat = min(repeat, _MAX_REPEAT)
+        if len(rows) + pending_rows + repeat > MAX_ROWS:
+            raise too_large(f"more than {MAX_ROWS:,} rows")
+        budget.take(pending_rows + len(row) * repeat)
         rows.extend([] for _ in range(pending_rows))
         pending_rows = 0
-        rows.extend(list(row) for _ in range(min(repeat, _MAX_REPEAT)))
+        rows.extend(list(row) for _ in range(repeat))
 
 
 def _ods_row(row_el: Any) -> list[str]:
@@ -160,9 +186,12 @@ def _ods_row(row_el: Any) -> list[str]:
         if not value:
             pending += repeat
             continue
+        repeat = min(repeat, _MAX_REPEAT)
+        if len(cells) + pending + repeat > MAX_COLUMNS:
+            raise too_large(f"more than {MAX_COLUMNS:,} columns")
         cells.extend([""] * pending)
         pending = 0
-        cells.extend([value] * min(repeat, _MAX_REPEAT))
+        cells.extend([value] * repeat)
     return cells
 
 
@@ -191,7 +220,7 @@ def _ods_text(el: Any) -> Iterator[str]:
     for child in el:
         local = etree.QName(child).localname if isinstance(child.tag, str) else ""
         if local == "s":
-            yield " " * int(child.get(f"{{{_X}}}c", "1"))
+            yield " " * min(int(child.get(f"{{{_X}}}c", "1")), _MAX_SPACES)
         elif local == "tab":
             yield "\t"
         elif local == "line-break":

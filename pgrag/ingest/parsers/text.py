@@ -7,10 +7,8 @@ then word boundaries. Each cut searches only a bounded window, so this is linear
 
 from __future__ import annotations
 
-import pathlib
-
 from ._common import read_text
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
 
 PAGE_CHARS = 3000
 _MIN_PAGE = PAGE_CHARS // 2  # never cut a page shorter than this to find a nice boundary
@@ -40,8 +38,8 @@ def split_pages(text: str, size: int = PAGE_CHARS) -> list[str]:
     return pages or [""]
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    text, encoding = read_text(path)
+def parse(src: Source) -> ParsedDocument:
+    text, encoding = read_text(src)
     pages = split_pages(text)
     units = [Unit(kind="page", number=i, body=body) for i, body in enumerate(pages, 1)]
     return ParsedDocument(

@@ -6,11 +6,10 @@ must not be able to read other local files (XXE) or blow up memory (billion laug
 
 from __future__ import annotations
 
-import pathlib
-
 from lxml import etree
 
-from .base import ParsedDocument, Unit
+from .base import ParsedDocument, Source, Unit
+from .limits import MAX_TEXT_BYTES
 
 MAX_PATHS = 200
 
@@ -20,8 +19,8 @@ def _name(el: etree._Element) -> str:
     return f"{el.prefix}:{q.localname}" if el.prefix else q.localname
 
 
-def parse(path: pathlib.Path) -> ParsedDocument:
-    data = path.read_bytes()
+def parse(src: Source) -> ParsedDocument:
+    data = src.read(MAX_TEXT_BYTES)
     if not data.strip():
         return ParsedDocument(
             file_type="xml",

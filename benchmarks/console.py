@@ -1,0 +1,147 @@
+"""Server time of the web console's pages on the docbench knowledge base.
+
+Builds docbench (18 office files, English and Chinese), ingests it with the bundled model
+into a throw-away embedded PostgreSQL, starts `pgrag serve --transport http` with one API
+key, signs in as a browser does and requests every page REPEATS times: overview, search
+playground (docbench queries in turn, hybrid with explain and the score-parts replay),
+documents, one document, doctor excluded (it loads a second model by design). Reads each
+page's own `Server-Timing` and prints p50/p95, and as a ratio the p95 of REST
+`/api/documents` measured in the same run (the baseline: one scoped listing query).
+
+    python benchmarks/console.py [--repeats 40] [--out benchmarks/results/console.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "docbench"))
+import build as docbench
+import support
+
+KEY = "bench-key"
+QUERIES = Path(__file__).resolve().parent / "docbench" / "queries.jsonl"
+BUDGET_MS = 100.0
+
+
+def pgrag(home: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pgrag", "--home", str(home), *args]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def server_ms(response: httpx2.Response) -> float:
+    match = re.search(r"dur=([0-9.]+)", response.headers.get("server-timing", ""))
+    assert match, f"{response.request.url}: no Server-Timing ({response.status_code})"
+    return float(match.group(1))
+
+
+def signed_in(base: str) -> httpx2.Client:
+    client = httpx2.Client(base_url=base, timeout=60)
+    form = client.get("/console/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+    assert csrf, "no sign-in form"
+    assert client.post("/console/login", data={"key": KEY, "csrf": csrf.group(1)}).is_redirect
+    return client
+
+
+def measure(base: str, repeats: int) -> dict[str, Any]:
+    queries = [json.loads(x)["query"] for x in QUERIES.read_text().splitlines() if x.strip()]
+    console = signed_in(base)
+    rest = httpx2.Client(base_url=base, timeout=60, headers={"Authorization": f"Bearer {KEY}"})
+    doc_id = rest.get("/api/documents", params={"limit": 1}).json()["documents"][0]["document_id"]
+    pages = {
+        "overview": lambda i: "/",
+        "search": lambda i: "/console/search?" + urlencode({"q": queries[i % len(queries)]}),
+        "documents": lambda i: "/console/documents",
+        "document": lambda i: f"/console/documents/{doc_id}",
+    }
+    for name, path in pages.items():  # warm: first searches load the model's query path
+        assert console.get(path(0)).status_code == 200, name
+    timings: dict[str, list[float]] = {name: [] for name in pages}
+    baseline: list[float] = []
+    for i in range(repeats):
+        for name, path in pages.items():
+            timings[name].append(server_ms(console.get(path(i))))
+        started = time.perf_counter()
+        assert rest.get("/api/documents").status_code == 200
+        baseline.append((time.perf_counter() - started) * 1000)
+    base_p95 = percentile(baseline, 0.95)
+    out = {
+        name: {
+            "p50_ms": round(statistics.median(values), 1),
+            "p95_ms": round(percentile(values, 0.95), 1),
+            "p95_vs_rest_documents": round(percentile(values, 0.95) / base_p95, 2),
+        }
+        for name, values in timings.items()
+    }
+    out["rest_documents_baseline"] = {"p95_ms": round(base_p95, 1)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--repeats", type=int, default=40)
+    p.add_argument("--port", type=int, default=18799)
+    p.add_argument("--out", type=Path, default=support.RESULTS / "console.json")
+    args = p.parse_args(argv)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGRAG_")}
+    env["OMP_NUM_THREADS"] = "1"
+    with tempfile.TemporaryDirectory(prefix="pgrag-console-bench-") as tmp:
+        home = Path(tmp) / "home"
+        root = docbench.build(Path(tmp))
+        subprocess.run(
+            pgrag(home, "ingest", "-q", "-c", "docbench", str(root)), check=True, env=env
+        )
+        serve = ["--api-keys", KEY, "serve", "--transport", "http", "--port", str(args.port)]
+        server = subprocess.Popen(pgrag(home, *serve), env=env, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{args.port}"
+            for _ in range(240):
+                try:
+                    if httpx2.get(base + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    time.sleep(0.5)
+            result = measure(base, args.repeats)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    print(f"{'page':<12} {'p50 ms':>8} {'p95 ms':>8} {'p95 / REST':>11}")
+    for name, r in result.items():
+        if "p50_ms" in r:
+            print(f"{name:<12} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p95_vs_rest_documents']:>10}x")
+    over = [n for n, r in result.items() if r.get("p95_ms", 0) > BUDGET_MS]
+    print(f"REST /api/documents p95 {result['rest_documents_baseline']['p95_ms']} ms (baseline)")
+    print("every page within 100 ms p95" if not over else f"over 100 ms p95: {', '.join(over)}")
+    record = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "repeats": args.repeats,
+        "pages": result,
+    }
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

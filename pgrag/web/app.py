@@ -1,0 +1,57 @@
+"""Mounting the console on the HTTP app: its routes, its static files and its sessions.
+The console authenticates its own requests (session cookie), so the bearer middleware
+leaves the paths `owns` names to it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from pgrag.errors import ErrorCode
+from pgrag.services.context import SharedContext
+from pgrag.settings import Settings
+from pgrag.web.core import Console
+from pgrag.web.pages import (
+    auth,
+    documents,
+    eval_cases,
+    evaluation,
+    overview,
+    search,
+    upload,
+)
+from pgrag.web.session import KeyLike, Sessions
+
+STATIC = Path(__file__).parent / "static"
+
+
+def owns(path: str) -> bool:
+    """The console's paths: / and everything under /console/."""
+    return path == "/" or path.startswith("/console/")
+
+
+def mount(
+    app: FastAPI,
+    settings: Settings,
+    shared: SharedContext,
+    *,
+    keys: Sequence[KeyLike],
+    loopback: bool,
+    error_status: Mapping[ErrorCode, int],
+) -> None:
+    sessions = Sessions(keys, loopback=loopback)
+    app.state.console = Console(settings, sessions, shared, error_status)
+    for router in (
+        overview.router,
+        auth.router,
+        search.router,
+        documents.router,
+        evaluation.router,
+        eval_cases.router,
+        upload.router,
+    ):
+        app.include_router(router)
+    app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -1,0 +1,159 @@
+"""What every console route shares: who is calling (from the session cookie), in which
+language, whether writes are allowed, and how a page or an error is answered."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse, Response
+
+from pgrag.errors import ErrorCode, Forbidden, PgragError
+from pgrag.services.context import AppContext, SharedContext, require_remote_writes
+from pgrag.settings import Settings
+from pgrag.web import render
+from pgrag.web.i18n import MESSAGES, Lang, choose
+from pgrag.web.session import COOKIE, MAX_AGE_S, Caller, Session, Sessions, csrf_ok
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+LOGIN_PATH = "/console/login"
+
+
+class SignInNeeded(Exception):
+    """No valid session: pages redirect to sign-in, JSON endpoints answer 401."""
+
+
+@dataclass
+class Console:
+    """Set up once by mount(): the server's settings, its sessions and context holder."""
+
+    settings: Settings
+    sessions: Sessions
+    shared: SharedContext
+    error_status: Mapping[ErrorCode, int]
+
+    @property
+    def writes(self) -> bool:
+        """The REST rule for uploads and deletions, asked rather than repeated."""
+        try:
+            require_remote_writes(self.settings)
+        except Forbidden:
+            return False
+        return True
+
+
+@dataclass
+class View:
+    """One request's caller, language and session, and what its templates need."""
+
+    console: Console
+    request: Request
+    session: Session
+    caller: Caller | None
+    lang: Lang
+    fresh: bool  # the session is new: the response sets its cookie
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def context(self) -> AppContext:
+        app = self.console.shared.context
+        if app is None:
+            raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
+        return app
+
+    @property
+    def scope(self) -> list[str] | None:
+        return self.signed_in.scope
+
+    @property
+    def signed_in(self) -> Caller:
+        if self.caller is None:
+            raise SignInNeeded()
+        return self.caller
+
+    def csrf_ok(self, token: str) -> bool:
+        """The token of this request's session (a new session has none to match)."""
+        return not self.fresh and csrf_ok(self.session, token)
+
+    def posted(self, token: str) -> Caller:
+        """A state-changing request: its session's CSRF token, then a signed-in caller."""
+        if not self.csrf_ok(token):
+            raise Forbidden("missing or wrong CSRF token: reload the page and try again")
+        return self.signed_in
+
+    def page(self, name: str, status: int = 200, **values: Any) -> Response:
+        base = {
+            "t": MESSAGES[self.lang],
+            "lang": self.lang.value,
+            "caller": self.caller,
+            "sign_in_needed": self.console.sessions.sign_in_needed,
+            "writes": self.console.writes,
+            "csrf": self.session.csrf,
+            "path": self.request.url.path,
+        }
+        return self.keep(render.page(name, {**base, **values}, status))
+
+    def keep(self, response: Response) -> Response:
+        """The response with the session cookie (when new) and the page's server time
+        (`Server-Timing`, what benchmarks/console.py reads)."""
+        elapsed_ms = (time.perf_counter() - self.started) * 1000
+        response.headers["Server-Timing"] = f"page;dur={elapsed_ms:.1f}"
+        if self.fresh:
+            set_session(self.request, response, self.console.sessions.dump(self.session))
+        return response
+
+    def error(self, exc: PgragError) -> Response:
+        status = self.console.error_status.get(exc.code, 500)
+        return self.page("error.html", status, code=str(exc.code), message=exc.message)
+
+
+def set_session(request: Request, response: Response, value: str) -> None:
+    """HttpOnly (no script reads it), SameSite=Strict (no other site sends it), Secure
+    behind TLS."""
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=MAX_AGE_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def view_of(request: Request) -> View:
+    console: Console = request.app.state.console
+    sessions = console.sessions
+    session = sessions.load(request.cookies.get(COOKIE))
+    fresh = session is None
+    if session is None:
+        session = sessions.new()
+    lang = choose(request.headers.get("accept-language"))
+    return View(console, request, session, sessions.caller(session), lang, fresh)
+
+
+def html_errors(
+    handler: Callable[P, Awaitable[Response]],
+) -> Callable[P, Awaitable[Response]]:
+    """A page route: a service's error becomes the error page with REST's status for its
+    code; a missing session, the sign-in page."""
+
+    @functools.wraps(handler)
+    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> Response:
+        view = next(a for a in (*args, *kwargs.values()) if isinstance(a, View))
+        try:
+            return await handler(*args, **kwargs)
+        except SignInNeeded:
+            return view.keep(RedirectResponse(LOGIN_PATH, status_code=303))
+        except PgragError as exc:
+            if exc.code == ErrorCode.INTERNAL:
+                log.exception("console page failed")
+            return view.error(exc)
+
+    return wrapped

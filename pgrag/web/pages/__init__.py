@@ -1,0 +1,1 @@
+"""Console routes by page: sign-in, overview, search playground, documents."""

@@ -1,0 +1,83 @@
+"""Documents: browse by collection, folder, status and type; one page per document with
+its metadata, outline, text by unit, chunks and failure; deletion where writes are on."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Form, Query
+from fastapi.responses import RedirectResponse, Response
+
+from pgrag.db.scope import scoped_connection
+from pgrag.services import documents as docs
+from pgrag.services.context import require_remote_writes
+from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.store.catalog import DocumentSort
+from pgrag.web.core import View, html_errors, view_of
+
+router = APIRouter(include_in_schema=False)
+Page = Annotated[View, Depends(view_of)]
+PAGE_SIZE = 50
+STATUSES = ("pending", "processing", "ready", "failed")
+
+
+@router.get("/console/documents")
+@html_errors
+async def documents_page(
+    view: Page,
+    collection: Annotated[str | None, Query(max_length=200)] = None,
+    folder: Annotated[str | None, Query(max_length=1000)] = None,
+    file_type: Annotated[str | None, Query(max_length=20)] = None,
+    status: Literal["", "pending", "processing", "ready", "failed"] = "",
+    ocr: Literal["", "yes", "no"] = "",
+    sort: DocumentSort = DocumentSort.PATH,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> Response:
+    # one collection asked for narrows the listing; the caller's scope still applies (RLS
+    # of the scoped connection): another collection's name lists nothing
+    listed = [collection] if collection else view.scope
+    async with scoped_connection(view.context.pool, view.scope) as conn:
+        rows = await docs.list_documents(
+            conn,
+            listed,
+            folder=folder or None,
+            file_type=file_type or None,
+            status=status or None,
+            offset=offset,
+            limit=PAGE_SIZE + 1,
+            sort=sort,
+            ocr={"yes": True, "no": False}.get(ocr),
+        )
+        folders = await docs.list_folders(conn, listed)
+    form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
+    return view.page(
+        "documents.html",
+        nav="documents",
+        rows=rows[:PAGE_SIZE],
+        more=len(rows) > PAGE_SIZE,
+        offset=offset,
+        page_size=PAGE_SIZE,
+        form={**form, "status": status, "ocr": ocr, "sort": sort.value},
+        statuses=STATUSES,
+        sorts=[s.value for s in DocumentSort],
+        folders=folders,
+        deleted=view.request.query_params.get("deleted") == "1",
+    )
+
+
+@router.get("/console/documents/{document_id}")
+@html_errors
+async def document_page(view: Page, document_id: str) -> Response:
+    doc = await document_view(view.context.pool, document_id, view.scope)
+    return view.page("document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS)
+
+
+@router.post("/console/documents/{document_id}/delete")
+@html_errors
+async def delete(
+    view: Page, document_id: str, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Response:
+    caller = view.posted(csrf)
+    require_remote_writes(view.console.settings)
+    await docs.delete_document(view.context.pool, caller.scope, document_id)
+    return RedirectResponse("/console/documents?deleted=1", status_code=303)

@@ -1,0 +1,125 @@
+-- The lexical leg's reads of pgrag.chunks by collection: the only SQL that knows about
+-- Citus. Each names the collections searched as literals, so that on Citus a scoped search
+-- reads those collections' shards only (why literals, and why a predicate on each table:
+-- docs/scale-out.md, "Routing a scoped search"). Invoker's rights: under row-level security
+-- the caller sees only its own chunks.
+
+-- `AND <alias>.collection_id = ANY ('{...}'::bigint[])`, or nothing when every collection
+-- is searched (NULL).
+CREATE OR REPLACE FUNCTION pgrag.in_collections(alias text, collection_ids bigint[])
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN collection_ids IS NULL THEN ''
+                ELSE format('AND %I.collection_id = ANY (%L::bigint[]) ', alias, collection_ids)
+           END
+$$;
+
+-- Chunks in the collections searched (NULL: every collection), BM25's N. Of some
+-- collections: their vectors of the active embedding sets, which the writers keep in
+-- pgrag.language_sums (one per chunk, exact; a few rows per collection). Of every
+-- collection: pg_class.reltuples scaled to the current number of pages, as the planner
+-- estimates it (a count before the first ANALYZE); on Citus, whose coordinator table has
+-- no statistics, the sums of every collection.
+CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate(collection_ids bigint[] DEFAULT NULL)
+RETURNS float8
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    distributed boolean := false;
+    n float8;
+BEGIN
+    IF collection_ids IS NULL AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT count(*) > 0 FROM pg_catalog.pg_dist_partition'
+                ' WHERE logicalrelid = ''pgrag.chunks''::regclass' INTO STRICT distributed;
+    END IF;
+    IF collection_ids IS NOT NULL OR distributed THEN
+        EXECUTE 'SELECT coalesce(sum(ls.n), 0)::float8 FROM pgrag.language_sums ls'
+                ' JOIN pgrag.collections c ON c.id = ls.collection_id'
+                ' AND c.active_set_id = ls.set_id WHERE true '
+                || pgrag.in_collections('ls', collection_ids)
+        INTO STRICT n;
+        RETURN n;
+    END IF;
+    RETURN (SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
+                        THEN c.reltuples / c.relpages
+                             * greatest(pg_relation_size(c.oid)
+                                        / current_setting('block_size')::int, 1)
+                        ELSE (SELECT count(*) FROM pgrag.chunks)::float8 END
+            FROM pg_class c WHERE c.oid = 'pgrag.chunks'::regclass);
+END
+$$;
+
+-- The chunks holding each term (terms[k] is term number ordinals[k]) in the collections
+-- searched (NULL: every collection): BM25's postings pass.
+CREATE OR REPLACE FUNCTION pgrag.term_postings(
+    terms tsquery[], ordinals bigint[], collection_ids bigint[]
+) RETURNS TABLE (i bigint, id bigint, collection_id bigint, document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+BEGIN
+    IF coalesce(cardinality(terms), 0) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT g.i, c.id, c.collection_id, c.document_id'
+        ' FROM unnest(%L::tsquery[], %L::bigint[]) AS g(term, i),'
+        '      LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
+        '               WHERE c.tsv @@ g.term %s) c',
+        terms, ordinals, pgrag.in_collections('c', collection_ids));
+END
+$$;
+
+-- Chunks by id with their tsvector and document, in the collections of the scope: the
+-- by-id reads of the lexical leg (rescoring, proximity positions) and of the hybrid page
+-- (each hit's document). with_tsv false: tsv NULL (not read, nor sent from the workers).
+CREATE OR REPLACE FUNCTION pgrag.chunks_by_id(
+    ids bigint[], collection_ids bigint[], with_tsv boolean DEFAULT true
+) RETURNS TABLE (id bigint, tsv tsvector, document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 100 AS $$
+BEGIN
+    IF coalesce(cardinality(ids), 0) = 0 THEN
+        RETURN;  -- no round trip to the shards for nothing
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.id, %s, c.document_id FROM pgrag.chunks c WHERE c.id = ANY (%L::bigint[]) %s',
+        CASE WHEN with_tsv THEN 'c.tsv' ELSE 'NULL::tsvector' END, ids,
+        pgrag.in_collections('c', collection_ids));
+END
+$$;
+
+-- The chunks in scope matching tsq that the postings pass did not score (`scored`), at
+-- most max_rows, with their length and each term's ts_rank: the lexical leg's fallback
+-- when the scope or a phrase/negation query leaves it short of candidates. Owner's rights
+-- (see pgrag.lexical_candidates_in), restricted to `readable` (NULL: every collection).
+CREATE OR REPLACE FUNCTION pgrag.lexical_fallback_in(
+    tsq            tsquery,
+    terms          tsquery[],
+    collection_ids bigint[],
+    filters        jsonb,
+    scored         bigint[],
+    max_rows       int,
+    readable       bigint[]
+) RETURNS TABLE (id bigint, len int, r float4[], document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 100
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
+        readable := '{}';
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.id, length(c.tsv), '
+        '       ARRAY(SELECT ts_rank(''{1,1,1,1}'', c.tsv, t) FROM unnest(%L::tsquery[]) t), '
+        '       c.document_id '
+        'FROM pgrag.chunks c '
+        'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
+        'WHERE c.tsv @@ %L::tsquery %s %s %s %s'
+        '  AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
+        '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
+        '  AND NOT (c.id = ANY (%L::bigint[])) '
+        'LIMIT %s',
+        terms, tsq,
+        pgrag.in_collections('c', collection_ids), pgrag.in_collections('d', collection_ids),
+        pgrag.in_collections('c', readable), pgrag.in_collections('d', readable),
+        coalesce(filters, '{}'::jsonb), scored, max_rows);
+END
+$$;

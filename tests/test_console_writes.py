@@ -1,0 +1,66 @@
+"""The console on a writable server without keys (loopback: no sign-in), in headless
+Chromium: an upload followed to ready with live progress, a deletion, and the same
+deletion refused without the session's CSRF token or from a foreign origin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from tests.support.browser import chromium, tab
+from tests.support.kb_server import HttpServer, writable_http_server
+
+NOTE = "Console upload probe: the heron project ships from dock 7 on 2026-03-01.\n"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def writable(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
+        yield server
+
+
+def test_upload_to_ready_then_delete(
+    browser: Browser, writable: HttpServer, tmp_path: Path
+) -> None:
+    note = tmp_path / "heron_notes.txt"
+    note.write_text(NOTE, encoding="utf-8")
+    with tab(browser) as t:
+        page = t.page
+        page.goto(writable.base + "/")  # no keys on loopback: no sign-in
+        page.get_by_role("link", name="Upload").click()
+        page.get_by_label("Files").set_input_files(str(note))
+        page.get_by_label("Collection").fill("uploads")
+        with page.expect_response(lambda r: "/console/status.json" in r.url) as first:
+            page.get_by_role("button", name="Upload").click()
+        assert first.value.json()["status"] in ("waiting", "pending", "processing", "ready")
+        state = page.locator("#uploaded .state")
+        expect(state).to_have_attribute("data-state", "ready", timeout=60_000)
+        assert page.locator("#uploaded progress").get_attribute("value") == "100"
+        page.goto(writable.base + "/console/documents?collection=uploads")
+        page.get_by_role("link", name="heron_notes.txt").click()
+        doc_url = page.url
+        assert NOTE.strip() in page.locator("#text-h + details pre").inner_text()
+        delete = doc_url + "/delete"
+        # refused without the session's token, or from another origin: still there
+        assert page.request.post(delete, form={"csrf": "forged"}).status == 403
+        csrf = str(page.get_attribute("input[name=csrf]", "value"))
+        foreign = page.request.post(
+            delete, form={"csrf": csrf}, headers={"Origin": "http://evil.example"}
+        )
+        assert foreign.status == 403
+        assert page.goto(doc_url) is not None and page.locator("#metadata").count() == 1
+        page.get_by_text("Delete…").click()
+        page.locator("#delete").click()
+        page.wait_for_url("**/console/documents?deleted=1")
+        assert t.errors == []
+        gone = page.goto(doc_url)
+        assert gone is not None and gone.status == 404

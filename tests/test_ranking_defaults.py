@@ -1,0 +1,80 @@
+"""BM25's parameters (k1, b, candidate_budget, rescore_size) are defaulted once, in
+pgrag.fusion_defaults(), sent with every search and written to the search log, so
+pgrag.explain_search replays an old search with the values it ran with after a default
+changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.settings import load_settings
+
+pytestmark = pytest.mark.anyio
+
+FILES = {
+    "tea.md": "# Tea\n\nGreen tea is brewed with water below boiling. Tea, tea and more tea.\n",
+    "garden.md": "# Garden\n\nBoiling water kills the weeds between the paving stones.\n",
+    "coffee.md": "# Coffee\n\nEspresso forces hot water through finely ground coffee beans.\n",
+    "mint.md": "# Mint\n\nMint grows fast in the garden; mint tea is fresh and needs no milk.\n",
+}
+QUERY = "boiling water for tea"
+BM25 = {"bm25_k1": 0.9, "bm25_b": 0.4, "candidate_budget": 1000.0, "rescore_size": 150}
+# the same function with other BM25 defaults, as a later release might ship them
+CHANGED_DEFAULTS = """
+CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
+    fusion text, rrf_k int, lexical_weight float8, semantic_weight float8, pool_size int,
+    coverage_gain float8, max_lexical_share float8, proximity_weight float8,
+    proximity_width int, chunks_per_document int, bm25_k1 float8, bm25_b float8,
+    candidate_budget float8, rescore_size int
+)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'adaptive'::text, 60, 1.0::float8, 1.0::float8, 100, 1.2::float8, 0.8::float8,
+           0.4::float8, 10, 3, 2.0::float8, 1.0::float8, 1::float8, 1
+$$
+"""
+SCORES_SQL = "SELECT chunk_id, lexical_score FROM pgrag.explain_search(%s) ORDER BY rank"
+TODAY_SQL = "SELECT chunk_id, lexical_score FROM pgrag.hybrid_search(%s, NULL, 10) ORDER BY rank"
+
+
+async def _logged_search(dsn: str, folder: Path) -> tuple[int, dict[int, float | None]]:
+    folder.mkdir()
+    for name, text in FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    async with open_database(load_settings(), dsn=dsn) as db:
+        embedder = HashEmbedder("hash/64")
+        summary = await Ingestor(db.pool, embedder, collection="kb").run([folder])
+        assert not summary.failures, summary.failures
+        page = await SearchService(db.pool, embedder).search(
+            SearchRequest(query=QUERY, mode="keyword", limit=10, explain=True)
+        )
+    assert page.data.search_id is not None and len(page.data.results) == 4
+    scores = {h.chunk_id: h.explain.lexical_score for h in page.data.results if h.explain}
+    return page.data.search_id, scores
+
+
+async def test_explain_search_replays_bm25_parameters_after_the_defaults_change(
+    dsn: str, tmp_path: Path
+) -> None:
+    search_id, scores = await _logged_search(dsn, tmp_path / "kb")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT params FROM pgrag.search_log WHERE id = %s", (search_id,))
+        params = row.fetchone()
+        assert params is not None
+        assert {k: params[0][k] for k in BM25} == BM25
+        assert conn.execute(SCORES_SQL, (search_id,)).fetchall() == list(scores.items())
+        conn.execute(CHANGED_DEFAULTS)
+        replayed = conn.execute(SCORES_SQL, (search_id,)).fetchall()
+        today = conn.execute(TODAY_SQL, (QUERY,)).fetchall()
+    # the logged search, replayed after the change: its own parameters, the same scores
+    assert replayed == list(scores.items())
+    # a search run today ranks with the new defaults: the same chunks, other scores
+    assert sorted(dict(today)) == sorted(scores)
+    assert all(dict(today)[c] != s for c, s in scores.items())
