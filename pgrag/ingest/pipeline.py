@@ -156,6 +156,7 @@ class Ingestor:
         try:
             yield stage
         except BaseException:
+            stage.stop()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -73,6 +73,7 @@ class VectorStage:
         self.round_size = max(provider.batch_size * ROUND_BATCHES, MIN_ROUND)
         self.total = 0
         self.done = 0
+        self.stopped = False
 
     def add(self, doc: PendingDocument) -> None:
         self.total += len(doc.chunks)
@@ -82,9 +83,15 @@ class VectorStage:
     def close(self) -> None:
         self.inbox.put_nowait(None)
 
+    def stop(self) -> None:
+        """Stop after the current step, even if a cancellation was lost on the way (Python
+        3.11's asyncio.wait_for can swallow one, e.g. in the pool's getconn)."""
+        self.stopped = True
+        self.close()
+
     async def run(self) -> None:
         closing = False
-        while self.queued or not closing:
+        while (self.queued or not closing) and not self.stopped:
             if not self.queued:
                 item = await self.inbox.get()
                 if item is None:
@@ -97,7 +104,7 @@ class VectorStage:
                     closing = True
                 else:
                     await self._take(item)
-            if self.queued:
+            if self.queued and not self.stopped:
                 await self._round()
 
     async def _take(self, doc: PendingDocument) -> None:
