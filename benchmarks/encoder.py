@@ -132,11 +132,11 @@ def engine_worker(kind: str, threads: int, home: Path) -> None:
     from pgrag.embeddings.e5.engine import load_engine
     from pgrag.settings import LocalEngine
 
-    engine = load_engine(home, LocalEngine(kind))
+    engine = load_engine(home, LocalEngine(kind), threads)
     texts = passages()
     tokens = sum(engine.token_count(t) for t in texts)
     engine.passages(texts[:2], threads)
-    engine.queries(QUERIES[:2])
+    engine.queries(QUERIES[:2], threads)
     _reply({"tokens": tokens, "texts": len(texts)})
     for line in sys.stdin:
         cmd = line.strip()
@@ -148,7 +148,7 @@ def engine_worker(kind: str, threads: int, home: Path) -> None:
             lat = []
             for q in QUERIES:
                 t = time.perf_counter()
-                engine.queries([q])
+                engine.queries([q], threads)
                 lat.append(time.perf_counter() - t)
             _reply({"latencies": lat})
         else:

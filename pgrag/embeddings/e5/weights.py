@@ -150,7 +150,9 @@ class Weights:
 
     @cached_property
     def digest(self) -> str:
-        return hashlib.sha256(self._buf).hexdigest()
+        # read, not hashed through the map: that would keep all 70 MB of it resident
+        with self.path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def dequantize(blocks: np.ndarray) -> np.ndarray:
