@@ -136,7 +136,7 @@ def engine_worker(kind: str, threads: int, home: Path) -> None:
     texts = passages()
     tokens = sum(engine.token_count(t) for t in texts)
     engine.passages(texts[:2], threads)
-    engine.queries(QUERIES[:2], threads)
+    engine.queries(QUERIES[:2])
     _reply({"tokens": tokens, "texts": len(texts)})
     for line in sys.stdin:
         cmd = line.strip()
@@ -148,7 +148,7 @@ def engine_worker(kind: str, threads: int, home: Path) -> None:
             lat = []
             for q in QUERIES:
                 t = time.perf_counter()
-                engine.queries([q], threads)
+                engine.queries([q])
                 lat.append(time.perf_counter() - t)
             _reply({"latencies": lat})
         else:

@@ -42,10 +42,10 @@ def clip_query(model: _Counts, text: str) -> str:
 class LocalE5Provider(EmbeddingProvider):
     """e5 needs 'query: ' / 'passage: ' prefixes; the engine adds them.
 
-    Passages and queries run from separate executors so a search never waits behind an
-    ingestion batch; both use up to `threads` cores (0: all), and up to `query_threads`
-    queries run at once. One `embed_passages` call is one engine call: it sorts the texts
-    by length so batches pad little."""
+    Passages and queries run from separate executors (and, on ONNX Runtime, sessions) so a
+    search never waits behind an ingestion batch. Passages use `threads` cores (0: all);
+    up to `query_threads` queries run at once, one thread each. One `embed_passages` call
+    is one engine call: it sorts the texts by length so batches pad little."""
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class LocalE5Provider(EmbeddingProvider):
     def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
         engine = self.engine
         if is_query:
-            return engine.queries([clip_query(engine, t) for t in texts], self.threads)
+            return engine.queries([clip_query(engine, t) for t in texts])
         return engine.passages(texts, self.threads)
 
     async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:

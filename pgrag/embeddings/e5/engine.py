@@ -23,7 +23,7 @@ class Engine(Protocol):
 
     def passages(self, texts: list[str], threads: int) -> np.ndarray: ...
 
-    def queries(self, texts: list[str], threads: int) -> np.ndarray: ...
+    def queries(self, texts: list[str]) -> np.ndarray: ...
 
     def token_count(self, text: str) -> int:
         """Tokens read for `text` as a passage, `<s>` and `</s>` included."""
@@ -34,10 +34,9 @@ def cpu_count() -> int:
 
 
 class OnnxEngine:
-    """One ONNX Runtime session per thread count, shared by passages and queries: one copy
-    of the weights (~130 MB a session). Runs on one session proceed concurrently: a query's
-    own thread works through its operators while the pool is busy with a passage batch,
-    so a query never waits for a batch to finish (tests/test_encoder.py)."""
+    """Passages run on a session with `threads` intra-op threads (one per thread count),
+    queries on their own one-thread session over the query graph: ONNX Runtime runs them
+    concurrently, so a query never waits for a passage batch (tests/test_encoder.py)."""
 
     kind = LocalEngine.ONNX
 
@@ -48,26 +47,27 @@ class OnnxEngine:
         from pgrag.embeddings.e5.weights import Weights, bundled_weights_path
 
         weights = Weights(bundled_weights_path())
-        files = ensure_artifacts(home, weights)
+        self._files = ensure_artifacts(home, weights)
         self._make_session = make_session
-        self._graph = files.graph
-        self.tokenizer = Tokenizer(files.tokenizer, weights.vocabulary(pieces=False))
+        self.tokenizer = Tokenizer(self._files.tokenizer, weights.vocabulary(pieces=False))
         self._encoder = Encoder(weights, self.tokenizer)
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
-        self._session(threads)  # loads the graph now: a failure shows here
+        # both load now, so that a failure shows here and leaves the fallback
+        self._query_session = make_session(self._files.queries, 1)
+        self._session(threads)
 
     def _session(self, threads: int) -> Any:
         with self._lock:
             if threads not in self._sessions:
-                self._sessions[threads] = self._make_session(self._graph, threads)
+                self._sessions[threads] = self._make_session(self._files.passages, threads)
             return self._sessions[threads]
 
     def passages(self, texts: list[str], threads: int) -> np.ndarray:
         return self._encoder.embed(self._session(threads), texts, PASSAGE_PREFIX)
 
-    def queries(self, texts: list[str], threads: int) -> np.ndarray:
-        return self._encoder.embed(self._session(threads), texts, QUERY_PREFIX)
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self._encoder.embed(self._query_session, texts, QUERY_PREFIX)
 
     def token_count(self, text: str) -> int:
         return self.tokenizer.token_count(text, PASSAGE_PREFIX)
@@ -102,7 +102,7 @@ class NanoEngine:
     def passages(self, texts: list[str], threads: int) -> np.ndarray:
         return np.asarray(self._model.passage(texts), dtype=np.float32).reshape(len(texts), -1)
 
-    def queries(self, texts: list[str], threads: int) -> np.ndarray:
+    def queries(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.query(texts), dtype=np.float32).reshape(len(texts), -1)
 
     def token_count(self, text: str) -> int:
