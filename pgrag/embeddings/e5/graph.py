@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pgrag.embeddings.e5.weights import Weights
+from pgrag.embeddings.e5.weights import Weights, repack
 
 BUILDER_VERSION = 2  # part of the cache key: bump when the graph changes
 MS = "com.microsoft"
@@ -29,18 +29,6 @@ class Accuracy(IntEnum):
 
     FP32 = 0
     INT8 = 4
-
-
-def repack(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Q4_0 blocks [rows, nb, 18] (byte j: weight j low, j+16 high) -> MatMulNBits' packed
-    weights [rows, nb, 16] (byte j: weight 2j low, 2j+1 high) and fp32 scales [rows*nb];
-    its default zero point 8 is Q4_0's."""
-    rows, nb = blocks.shape[:2]
-    scales = blocks[..., :2].copy().view("<f2").astype(np.float32).reshape(rows * nb)
-    qs = blocks[..., 2:]
-    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
-    packed: np.ndarray = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
-    return packed, scales
 
 
 class _Builder:

@@ -144,10 +144,6 @@ class Weights:
         )
         return flat.reshape(rows, cols // BLOCK, BLOCK_BYTES)
 
-    def q4(self, name: str, cols: int) -> np.ndarray:
-        """A whole Q4_0 matrix in fp32, [rows, cols] (as stored: out x in)."""
-        return dequantize(self.q4_blocks(name, cols))
-
     @cached_property
     def digest(self) -> str:
         # read, not hashed through the map: that would keep all 70 MB of it resident
@@ -155,11 +151,28 @@ class Weights:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def dequantize(blocks: np.ndarray) -> np.ndarray:
-    """Q4_0 blocks [..., nb, 18] -> fp32 [..., nb*32]: byte j holds weight j in its low
-    nibble and weight j+16 in its high one; weight = (nibble - 8) * scale."""
-    scale = blocks[..., :2].copy().view("<f2").astype(np.float32)  # [..., nb, 1]
+def _scales(blocks: np.ndarray) -> np.ndarray:
+    scales: np.ndarray = blocks[..., :2].copy().view("<f2").astype(np.float32)
+    return scales  # [..., nb, 1]
+
+
+def _nibbles(blocks: np.ndarray) -> np.ndarray:
+    """The 32 4-bit values of each block, in order: byte j holds value j in its low nibble
+    and value j+16 in its high one."""
     qs = blocks[..., 2:]
-    nibbles = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32) - 8.0
-    out = nibbles * scale
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+
+
+def dequantize(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 blocks [..., nb, 18] -> fp32 [..., nb*32]; weight = (nibble - 8) * scale."""
+    out: np.ndarray = (_nibbles(blocks).astype(np.float32) - 8.0) * _scales(blocks)
     return out.reshape(*blocks.shape[:-2], blocks.shape[-2] * BLOCK)
+
+
+def repack(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0 blocks [rows, nb, 18] -> ONNX Runtime MatMulNBits' packed weights [rows, nb, 16]
+    (byte j: value 2j low, 2j+1 high) and fp32 scales [rows*nb]. Its default zero point,
+    8, is Q4_0's: the same weights."""
+    values = _nibbles(blocks)
+    packed: np.ndarray = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    return packed, _scales(blocks).reshape(-1)
