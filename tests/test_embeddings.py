@@ -199,11 +199,11 @@ async def test_local_model_gives_identical_vectors_from_concurrent_query_threads
 async def test_a_long_query_is_read_up_to_the_model_window() -> None:
     """A query beyond the window is cut to its start (as e5 reads 512 tokens), instead of
     averaging windows: the vector stays about what the query starts with."""
-    from pgrag.embeddings.local import MAX_QUERY_TOKENS, clip_query, shared_model
+    from pgrag.embeddings.local import MAX_QUERY_TOKENS, clip_query
 
     start = " ".join([PGVECTOR_DOC] * 20)  # ~340 tokens about vector search
     query = start + " " + " ".join([COOKING_DOC] * 120)  # then ~2,000 tokens about dough
-    model = shared_model()
+    model = LocalE5Provider().engine
     clipped = clip_query(model, query)
     assert clipped.startswith(start) and len(clipped) < len(query)
     assert model.token_count(clipped) <= MAX_QUERY_TOKENS < model.token_count(clipped + " dough")

@@ -342,5 +342,11 @@ def test_pgrag_error_codes_are_the_stable_set() -> None:
         "UPSTREAM_ERROR",
         "TIMEOUT",
         "INTERNAL",
+        # an ingested file's error_code
+        "SYMLINK_OUTSIDE_ROOT",
+        "SYMLINK_NOT_FOLLOWED",
+        "NOT_REGULAR_FILE",
+        "TOO_LARGE",
+        "PARSER_CRASHED",
     } == STABLE_CODES
     assert PgragError("x").code == ErrorCode.INTERNAL

