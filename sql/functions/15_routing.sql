@@ -85,6 +85,20 @@ BEGIN
 END
 $$;
 
+-- The documents of the collections searched (NULL: every collection) that the filters
+-- keep (pgrag.document_fields_match): the lexical leg's filter on its candidates.
+CREATE OR REPLACE FUNCTION pgrag.documents_matching(collection_ids bigint[], filters jsonb)
+RETURNS SETOF uuid
+LANGUAGE plpgsql STABLE ROWS 100 AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT d.id FROM pgrag.documents d'
+        ' WHERE pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,'
+        '       d.created_at, d.submitter, d.author, d.tags, %L::jsonb) %s',
+        coalesce(filters, '{}'::jsonb), pgrag.in_collections('d', collection_ids));
+END
+$$;
+
 -- The chunks in scope matching tsq that the postings pass did not score (`scored`), at
 -- most max_rows, with their length and each term's ts_rank: the lexical leg's fallback
 -- when the scope or a phrase/negation query leaves it short of candidates. Owner's rights

@@ -280,12 +280,7 @@ LANGUAGE sql STABLE AS $$
         SELECT p.id, p.presence FROM presence p
         WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
           AND (filters IS NULL OR filters = '{}'::jsonb
-               OR p.document_id IN (
-                   SELECT d.id FROM pgrag.documents d
-                   WHERE (collection_ids IS NULL OR d.collection_id = ANY (collection_ids))
-                     AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
-                                                     d.created_at, d.submitter, d.author,
-                                                     d.tags, filters)))
+               OR p.document_id IN (SELECT pgrag.documents_matching(collection_ids, filters)))
     )
     SELECT (SELECT array_agg(t.term ORDER BY t.i) FROM term_idf t),
            (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
