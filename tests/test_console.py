@@ -41,6 +41,7 @@ pytest_plugins = ("tests.support.kb_server",)
 
 BUDGET = "Finance/2024/Q1/Q1_Budget.xlsx"
 VENDOR = "Legal/Acme_Vendor_Agreement.pdf"
+STRATEGY_ZH = "Sales/2023年第四季度销售策略报告.md"
 QUERY = {"q": "quarterly revenue budget", "mode": "hybrid", "limit": "5", "collection": "kb"}
 SAVED = {"q": "limitation of liability", "mode": "hybrid", "limit": "3"}
 LEGS = ("lexical_rank", "lexical_score", "semantic_rank", "semantic_score", "fused_score")
@@ -133,6 +134,11 @@ def test_every_page_renders_without_console_errors(
             assert response is not None and response.status == 200, path
             assert t.page.locator("h1").count() == 1, path
         assert t.page.locator("#doctor td.ok").count() >= 3
+        zh = kb.id(STRATEGY_ZH)
+        t.page.goto(f"{kb_http.base}/console/documents/{zh}")
+        languages = t.page.locator("#chunks tbody td:nth-child(4)").all_inner_texts()
+        ((chunks,),) = kb.sql("SELECT count(*) FROM pgrag.chunks WHERE document_id = %s", (zh,))
+        assert len(languages) == chunks and "zh" in languages
         assert t.errors == []
 
 

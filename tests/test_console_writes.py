@@ -1,6 +1,7 @@
-"""The console on a writable server without keys (loopback: no sign-in), in headless
-Chromium: an upload followed to ready with live progress, a deletion, and the same
-deletion refused without the session's CSRF token or from a foreign origin."""
+"""The console on servers of their own, in headless Chromium: a writable one without keys
+(loopback: no sign-in) with an upload followed to ready with live progress, a deletion, and
+the same deletion refused without the session's CSRF token or from a foreign origin; and
+one with a key, whose sign-in leaves the key in no URL and no log line."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
+from tests.conftest import create_database, drop_database
 from tests.support.browser import chromium, tab
-from tests.support.kb_server import HttpServer, writable_http_server
+from tests.support.kb_server import HASH_MODEL, HttpServer, http_server, writable_http_server
 
 NOTE = "Console upload probe: the heron project ships from dock 7 on 2026-03-01.\n"
 
@@ -23,7 +25,9 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def writable(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def writable(
+    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HttpServer]:
     with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
         yield server
 
@@ -64,3 +68,32 @@ def test_upload_to_ready_then_delete(
         assert t.errors == []
         gone = page.goto(doc_url)
         assert gone is not None and gone.status == 404
+
+
+def test_the_key_stays_out_of_urls_and_the_log(
+    browser: Browser, server_dsn: str, template_dsn: str, tmp_path: Path
+) -> None:
+    key = "console-secret-4f1d"
+    dsn = create_database(server_dsn)
+    log = tmp_path / "serve.log"
+    env = {"PGRAG_LOG_LEVEL": "INFO", "PGRAG_HOME": str(tmp_path / "home")}
+    try:
+        with (
+            http_server(
+                dsn, "--api-keys", key, "--embedding-model", HASH_MODEL, env=env, log_path=log
+            ) as server,
+            tab(browser) as t,
+        ):
+            urls: list[str] = []
+            t.page.on("request", lambda r: urls.append(r.url))
+            t.page.goto(server.base + "/")
+            t.page.get_by_label("API key").fill(key)
+            t.page.get_by_role("button", name="Sign in").click()
+            t.page.wait_for_url(server.base + "/")
+            t.page.goto(server.base + "/console/documents")
+            assert t.errors == []
+    finally:
+        drop_database(server_dsn, dsn)
+    written = log.read_text()
+    assert "POST /console/login" in written  # the access log is on, and says nothing more
+    assert key not in written and not any(key in u for u in urls)

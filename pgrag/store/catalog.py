@@ -66,7 +66,7 @@ ORDER_BY = {
 
 CHUNKS_SQL = """
 SELECT id AS chunk_id, ordinal, content, token_count, page, section, sheet, row_start, row_end,
-       slide, char_start, char_end
+       slide, char_start, char_end, heading, lang
 FROM pgrag.chunks WHERE document_id = %(doc)s::uuid AND ordinal > %(after)s
 ORDER BY ordinal LIMIT %(limit)s
 """

@@ -1,8 +1,8 @@
 """The playground's why-not panel: for a document the caller names, what kept it out of
-the results. It asks the services only: the document as the caller's scope shows it
-(status, collection, folder, type against the search's filters), then the same search
-limited to that document, whose best chunk's per-leg ranks and scores stand next to the
-last result shown. BM25 and cosine are raw scores, comparable across the two searches;
+the results. It asks the services only: the document as the caller's scope shows it (its
+status), the same search limited to that document (its best chunk, whose per-leg scores
+stand next to the last result shown), and that again under the search's filters (did they
+exclude it). BM25 and cosine are raw scores, comparable across the two searches;
 fused scores are not (they are normalised over each search's own pool)."""
 
 from __future__ import annotations
@@ -27,17 +27,12 @@ class WhyNot:
     shown_rank: int | None = None  # the document's rank when it is among the results
 
 
-def _filter_reasons(row: dict[str, object], filters: SearchFilters) -> list[tuple[str, str]]:
-    reasons = []
-    if filters.collection and row["collection"] != filters.collection:
-        reasons.append(("why_filter", f"collection {row['collection']} ≠ {filters.collection}"))
-    folder = str(row["folder"] or "")
-    if filters.folder and not (folder + "/").startswith(filters.folder + "/"):
-        reasons.append(("why_filter", f"folder {folder or '/'} ∉ {filters.folder}"))
-    types = filters.file_type if isinstance(filters.file_type, list) else []
-    if types and row["file_type"] not in types:
-        reasons.append(("why_filter", f"file_type {row['file_type']} ∉ {', '.join(types)}"))
-    return reasons
+async def _best(view: View, req: SearchRequest, filters: SearchFilters) -> SearchHit | None:
+    """The best hit of `req` under `filters` (which name one document)."""
+    own = req.model_copy(update={"filters": filters, "limit": 1, "continuation_token": None})
+    caller = view.signed_in
+    page = await view.context.search.search(own, collection_scope=caller.scope, caller=caller.name)
+    return page.data.results[0] if page.data.results else None
 
 
 async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) -> WhyNot:
@@ -56,17 +51,16 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
             f"{doc.row['status']} {doc.row['error_code'] or ''} {doc.row['error_detail'] or ''}"
         )
         out.reasons.append(("why_status", detail.strip()))
-    out.reasons += _filter_reasons(doc.row, req.filters)
-    own = req.model_copy(
-        update={
-            "filters": SearchFilters(collection=doc.row["collection"], document_ids=[UUID(doc.id)]),
-            "limit": 1,
-            "continuation_token": None,
-        }
+    only = [UUID(doc.id)]
+    out.best = await _best(
+        view, req, SearchFilters(collection=doc.row["collection"], document_ids=only)
     )
-    caller = view.signed_in
-    page = await view.context.search.search(own, collection_scope=caller.scope, caller=caller.name)
-    out.best = page.data.results[0] if page.data.results else None
+    # the search's own filters, asked of the search service (never re-implemented here)
+    active = req.filters.model_dump(exclude_none=True)
+    if out.best is not None and active:
+        filtered = req.filters.model_copy(update={"document_ids": only})
+        if await _best(view, req, filtered) is None:
+            out.reasons.append(("why_filter", ", ".join(f"{k}={v}" for k, v in active.items())))
     if out.best is None:
         out.reasons.append(("why_no_match", ""))
     elif (
