@@ -98,6 +98,7 @@ def summarise(
     return {
         "kb": {"name": kb.name, "note": kb.note, "files": kb.files, **run.counts},
         "texts_embedded": len(counts),
+        "texts_to_model": run.stats.get("texts_to_model"),  # as the probe counted them
         "xlmr_tokens": tokens,
         "mean_tokens_per_text": _r(tokens / max(1, len(counts)), 1),
         "ingest": {
@@ -160,7 +161,8 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"== {kb['name']}: {kb['note']}",
         f"documents      {kb.get('documents_ready')} ready, {kb.get('documents_failed')} failed;"
-        f" {kb.get('chunks')} chunks, {result['texts_embedded']} distinct texts,"
+        f" {kb.get('chunks')} chunks, {result['texts_embedded']} distinct texts"
+        f" ({result['texts_to_model']} passed to the model),"
         f" {result['xlmr_tokens']} XLM-R tokens ({result['mean_tokens_per_text']}/text)",
         f"ingest         {ing['wall_s']} s wall (startup {ing['startup_s']} s), exit {ing['exit_code']};"
         f" {ing['chunks_per_s']} chunks/s, {ing['tokens_per_s']} tokens/s;"

@@ -110,16 +110,16 @@ def write_pptx(doc: DocText, path: Path) -> None:
     _normalise_ooxml(path, CREATED)
 
 
-HEADER_EN = ["Record", "Section", "Owner code", "Description", "Amount"]
-HEADER_ZH = ["记录号", "章节", "负责人编号", "说明", "金额"]
+HEADER_EN = ["Record", "Owner code", "Description", "Amount"]
+HEADER_ZH = ["记录号", "负责人编号", "说明", "金额"]
 
 
 def _rows(doc: DocText) -> list[list[object]]:
     rows: list[list[object]] = []
     for n, s in enumerate(doc.sections, 1):
         for i, line in enumerate(s.sentences, 1):
-            rows.append([f"R{n:03d}-{i:02d}", s.heading, f"K{(n * 37 + i * 11) % 9973:04d}", line,
-                         (n * 7919 + i * 104729) % 100000 / 100])  # fmt: skip
+            owner = f"K{(n * 37 + i * 11) % 9973:04d}"
+            rows.append([f"R{n:03d}-{i:02d}", owner, line, (n * 7919 + i * 104729) % 100000 / 100])
     return rows
 
 

@@ -35,7 +35,7 @@ PLANTED = {
     Lang.ZH: f"本文件的审计参考编号为 {PLANTED_CODE} 。",
     Lang.MIXED: f"本文件的 audit reference 为 {PLANTED_CODE} 。",
 }
-VERSION = 1  # bump when the output changes: cached knowledge bases are keyed by it
+VERSION = 2  # bump when the output changes: cached knowledge bases are keyed by it
 CACHE = Path(__file__).resolve().parent / "results" / "cache" / "kbgen"
 MAX_DOCS = 9999
 
