@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from docx import Document as new_docx
 from kbtext import DocText, Lang
@@ -74,12 +75,16 @@ def write_html(doc: DocText, path: Path) -> None:
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
+def _stamp(props: Any, title: str, author: str = "author") -> None:
+    """An office file's core properties: its title, our author, fixed dates."""
+    props.title = title
+    setattr(props, author, "Kestrel Instruments")
+    props.created = props.modified = CREATED.replace(tzinfo=None)
+
+
 def write_docx(doc: DocText, path: Path) -> None:
     d = new_docx()
-    d.core_properties.title = doc.title
-    d.core_properties.author = "Kestrel Instruments"
-    d.core_properties.created = CREATED
-    d.core_properties.modified = CREATED
+    _stamp(d.core_properties, doc.title)
     d.add_heading(doc.title, level=1)
     for s in doc.sections:
         d.add_heading(s.heading, level=2)
@@ -91,10 +96,7 @@ def write_docx(doc: DocText, path: Path) -> None:
 
 def write_pptx(doc: DocText, path: Path) -> None:
     prs = new_pptx()
-    prs.core_properties.title = doc.title
-    prs.core_properties.author = "Kestrel Instruments"
-    prs.core_properties.created = CREATED.replace(tzinfo=None)
-    prs.core_properties.modified = CREATED.replace(tzinfo=None)
+    _stamp(prs.core_properties, doc.title)
     layout = prs.slide_layouts[5]  # title only
     for s in doc.sections:
         slide = prs.slides.add_slide(layout)
@@ -136,10 +138,7 @@ SHEET_SECTIONS = 8  # sections per worksheet
 
 def write_xlsx(doc: DocText, path: Path) -> None:
     wb = Workbook()
-    wb.properties.title = doc.title
-    wb.properties.creator = "Kestrel Instruments"
-    wb.properties.created = CREATED.replace(tzinfo=None)
-    wb.properties.modified = CREATED.replace(tzinfo=None)
+    _stamp(wb.properties, doc.title, author="creator")
     header = HEADER_ZH if doc.lang is Lang.ZH else HEADER_EN
     rows = _rows(doc)
     per_section = [len(s.sentences) for s in doc.sections]
