@@ -112,7 +112,7 @@ def check(kb: GeneratedKb) -> None:
     """Parse and chunk every file with pgrag itself: chunks per format and language, and
     the planted code in the last file walked."""
     from pgrag.ingest.prepare import prepare_file
-    from pgrag.ingest.walker import file_sha256, walk
+    from pgrag.ingest.walker import walk
 
     _, found = walk(kb.root)
     chunks: Counter[str] = Counter()
@@ -120,7 +120,7 @@ def check(kb: GeneratedKb) -> None:
     by_rel = {f.rel: f for f in kb.files}
     last = ""
     for f in found:
-        prepared = prepare_file(f, file_sha256(f.path), 350, 40)
+        prepared = prepare_file(f, f.sha256()[0], 350, 40)
         meta = by_rel[f.rel]
         for key in (meta.format, meta.lang, "all"):
             chunks[key] += len(prepared.chunks)

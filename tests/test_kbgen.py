@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import kbgen
 
 from pgrag.ingest.prepare import prepare_file
-from pgrag.ingest.walker import file_sha256, walk
+from pgrag.ingest.walker import walk
 
 DOCS = 8  # one of each format; languages cycle alongside
 
@@ -57,7 +57,7 @@ def test_pgrag_reads_every_file_and_finds_the_code_only_in_the_last_one_walked(
     assert found[-1].rel == kb.planted_rel
     by_rel = {f.rel: f for f in kb.files}
     for f in found:
-        chunks = prepare_file(f, file_sha256(f.path), 350, 40).chunks
+        chunks = prepare_file(f, f.sha256()[0], 350, 40).chunks
         text = "\n".join(c.draft.content for c in chunks)
         assert len(chunks) >= by_rel[f.rel].sections, f.rel
         assert (kb.code in text) == (f.rel == kb.planted_rel), f.rel
