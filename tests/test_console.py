@@ -38,6 +38,7 @@ from tests.support.kb_server import (
 )
 
 pytest_plugins = ("tests.support.kb_server",)
+pytestmark = pytest.mark.requires("chromium")
 
 BUDGET = "Finance/2024/Q1/Q1_Budget.xlsx"
 VENDOR = "Legal/Acme_Vendor_Agreement.pdf"
@@ -400,6 +401,7 @@ def test_the_why_not_panel_names_what_kept_a_document_out(
 AXE_JS = Path(__file__).resolve().parent / "js" / "node_modules" / "axe-core" / "axe.min.js"
 
 
+@pytest.mark.requires("tests/js")
 def test_axe_core_finds_no_serious_violation(
     browser: Browser, kb_http: HttpServer, kb: KnowledgeBase
 ) -> None:

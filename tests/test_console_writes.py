@@ -15,6 +15,8 @@ from tests.conftest import create_database, drop_database
 from tests.support.browser import chromium, tab
 from tests.support.kb_server import HASH_MODEL, HttpServer, http_server, writable_http_server
 
+pytestmark = pytest.mark.requires("chromium")
+
 NOTE = "Console upload probe: the heron project ships from dock 7 on 2026-03-01.\n"
 
 

@@ -42,6 +42,7 @@ def _node_modules() -> bool:
         INSPECTOR,
         NODE22,
         JS / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+        JS / "node_modules" / "axe-core" / "axe.min.js",
     )
     return all(p.exists() for p in needed)
 
@@ -87,7 +88,7 @@ PREREQUISITES = {
         ),
         Prerequisite(
             "tests/js",
-            "the MCP Inspector, conformance and TypeScript SDK tests",
+            "the MCP Inspector, conformance, TypeScript SDK and accessibility tests",
             "npm --prefix tests/js ci",
             _node_modules,
         ),
