@@ -91,8 +91,9 @@ class ChangeRelay:
             try:
                 async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                     state = await _documents_state(conn)
-            except psycopg.Error:
-                state = None  # cannot tell: announce rather than miss a change
+            except (psycopg.Error, OSError) as exc:  # cannot tell: announce rather than miss one
+                log.warning("change relay could not read the documents' state: %s", exc)
+                state = None
             if state is not None and state == self._state:
                 continue
             self._state = state
