@@ -35,3 +35,27 @@ def test_configured_lists_replace_the_defaults() -> None:
     assert not policy.host_allowed("other.example.com")
     assert policy.origin_allowed("https://APP.example.com", "rag.example.com")
     assert not policy.origin_allowed("https://app.example.com.evil.io", "rag.example.com")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost:evil.com",
+        "localhost:8801@evil.com",
+        "localhost:8801, evil.com",
+        "localhost:8801 evil.com",
+        "localhost:123456",
+        "user@localhost:8801",
+    ],
+)
+def test_a_loose_host_is_refused_even_by_a_public_bind(host: str) -> None:
+    assert not host_policy("127.0.0.1", None, None).host_allowed(host)
+    assert not host_policy("0.0.0.0", None, None).host_allowed(host)
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["http://localhost:8801.evil.com", "http://localhost:8801@evil.com", "http://localhost:x"],
+)
+def test_a_loose_origin_is_refused(origin: str) -> None:
+    assert not host_policy("127.0.0.1", None, None).origin_allowed(origin, "127.0.0.1:8801")

@@ -4,7 +4,9 @@ writable server on its own database for uploads and deletions."""
 
 from __future__ import annotations
 
+import socket
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,6 +53,21 @@ def scoped_api(kb_http: HttpServer) -> Iterator[httpx2.Client]:
     headers = {"Authorization": f"Bearer {SCOPED_KEY}"}
     with httpx2.Client(base_url=kb_http.base, headers=headers, timeout=120) as client:
         yield client
+
+
+def raw_get(base: str, path: str, headers: list[tuple[str, str]]) -> str:
+    """The status line and headers of a GET sent byte for byte (a client library would
+    refuse or merge repeated headers)."""
+    url = urllib.parse.urlsplit(base)
+    lines = [f"GET {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers), "Connection: close"]
+    if not any(k.lower() == "host" for k, _ in headers):
+        lines.insert(1, f"Host: {url.netloc}")
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply.decode("latin-1")
 
 
 def error_body(r: httpx2.Response, status: int, code: str) -> dict[str, Any]:
@@ -362,8 +379,21 @@ def test_a_rebound_host_or_foreign_origin_reads_and_writes_nothing(writable: Htt
         rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         error_body(api.post("/mcp", headers=evil, json=rpc), 421, "INVALID_HOST")
         assert api.get("/healthz", headers=evil).status_code == 200  # liveness stays open
+        for loose in ("localhost:evil.com", "localhost:8801@evil.com", "localhost:8801, evil.com"):
+            error_body(api.get("/api/status", headers={"Host": loose}), 421, "INVALID_HOST")
+        # a header sent twice is refused, whichever copy a proxy would have kept (raw: httpx
+        # itself refuses to send two Host lines)
+        for name, value in (
+            ("Host", "localhost"),
+            ("Origin", writable.base),
+            ("Authorization", "x"),
+        ):
+            head = raw_get(writable.base, "/api/status", [(name, value), (name, value)])
+            assert head.startswith("HTTP/1.1 400"), (name, head)
 
         cross_site = {"Origin": "https://evil.example.com"}
+        loose_origin = {"Origin": "http://localhost:8801.evil.com"}
+        error_body(api.get(content, headers=loose_origin), 403, "FORBIDDEN")
         error_body(api.get(content, headers=cross_site), 403, "FORBIDDEN")
         error_body(api.delete(f"/api/documents/{doc_id}", headers=cross_site), 403, "FORBIDDEN")
         error_body(api.post("/mcp", headers=cross_site, json=rpc), 403, "FORBIDDEN")

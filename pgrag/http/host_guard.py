@@ -4,8 +4,10 @@ A web page can make a browser send requests to 127.0.0.1 under its own host name
 rebinding) or from its own origin (cross-site requests). Both carry a give-away header:
 the `Host` of a rebound name, or an `Origin` that is not ours. One policy, applied in front
 of everything (REST, /mcp, /sse, /metrics), refuses them: 421 for a foreign `Host`, 403 for a
-foreign `Origin`. The MCP SDK's own check, which covered /mcp and /sse only, is switched off
-so that one rule with one error body holds everywhere.
+foreign `Origin` (or a malformed one), 400 for a repeated `Host`, `Origin` or
+`Authorization` (which copy wins differs between proxies and servers). The MCP SDK's own
+check, which covered /mcp and /sse only, is switched off so that one rule with one error
+body holds everywhere.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,6 +25,11 @@ log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+SINGLE_HEADERS = (b"host", b"origin", b"authorization")
+# RFC 9110 authority without userinfo: a name or IPv4 address, or [IPv6], then an optional port
+_HOST = r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
+VALID_HOST = re.compile(_HOST)
+VALID_ORIGIN = re.compile(rf"(?:https?://{_HOST}|null)")
 
 
 @dataclass(frozen=True)
@@ -37,12 +45,15 @@ class HostPolicy:
     origins: tuple[str, ...]
 
     def host_allowed(self, host: str) -> bool:
-        return bool(host) and any(_matches(host.lower(), p) for p in self.hosts)
+        host = host.lower()
+        return bool(VALID_HOST.fullmatch(host)) and any(_matches(host, p) for p in self.hosts)
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         if not origin:
             return True
         origin = origin.lower().rstrip("/")
+        if not VALID_ORIGIN.fullmatch(origin):
+            return False
         if urlsplit(origin).netloc == host.lower():
             return True
         return any(_matches(origin, p) for p in self.origins)
@@ -51,9 +62,10 @@ class HostPolicy:
 def _matches(value: str, pattern: str) -> bool:
     if pattern == "*":
         return True
-    if pattern.endswith(":*"):
+    if pattern.endswith(":*"):  # the name with any port, or none; never a longer name
         base = pattern[:-2]
-        return value == base or value.startswith(base + ":")
+        port = value.removeprefix(base + ":") if value.startswith(base + ":") else None
+        return value == base or (port is not None and re.fullmatch("[0-9]{1,5}", port) is not None)
     return value == pattern
 
 
@@ -101,7 +113,19 @@ class HostGuard:
         if scope["type"] not in ("http", "websocket") or scope.get("path") in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
+        raw = list(scope.get("headers") or [])
+        names = [n.lower() for n, _ in raw]  # ASGI servers lower-case them; be sure
+        repeated = [n.decode() for n in SINGLE_HEADERS if names.count(n) > 1]
+        if repeated:
+            await _refuse(
+                send,
+                400,
+                "INVALID_ARGUMENT",
+                f"repeated {', '.join(repeated)} header: send each once",
+                {"headers": ", ".join(repeated)},
+            )
+            return
+        headers = dict(raw)
         host = headers.get(b"host", b"").decode("latin-1")
         origin = headers.get(b"origin", b"").decode("latin-1")
         if not self.policy.host_allowed(host):
