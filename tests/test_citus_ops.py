@@ -344,7 +344,9 @@ def _two_collections(url: str, query: str) -> dict[str, Any]:
         hybrid = conn.execute(
             "SELECT d.path, c.ordinal, round(x.fused_score::numeric, 6)::float8,"
             "       round(x.lexical_score::numeric, 6)::float8"
-            " FROM pgrag.hybrid_search(%s, %s::vector, 20, %s::bigint[]) x"
+            # the lexical leg only: the semantic pool comes from an approximate (HNSW)
+            # index, which may leave a chunk out on one side under concurrent vacuum
+            " FROM pgrag.hybrid_search(%s, %s::vector, 20, %s::bigint[], semantic_weight => 0) x"
             f" {join} ORDER BY x.rank",
             (query, vector, ids),
         ).fetchall()
