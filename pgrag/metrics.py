@@ -71,7 +71,8 @@ def observe_search(
 
     @functools.wraps(method)
     async def wrapper(self: Any, req: Any, *args: Any, **kwargs: Any) -> T:
-        mode = str(getattr(req, "normalised_mode", None) or getattr(req, "mode", "unknown"))
+        spec = getattr(req, "spec", None)
+        mode = str(spec.name if spec is not None else getattr(req, "mode", "unknown"))
         started = time.perf_counter()
         error: BaseException | None = None
         try:

@@ -16,6 +16,7 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
+from tests.support.fusion_defaults import replace_fusion_defaults
 
 pytestmark = pytest.mark.anyio
 
@@ -27,19 +28,6 @@ FILES = {
 }
 QUERY = "boiling water for tea"
 BM25 = {"bm25_k1": 0.9, "bm25_b": 0.4, "candidate_budget": 1000.0, "rescore_size": 150}
-# the same function with other BM25 defaults, as a later release might ship them
-CHANGED_DEFAULTS = """
-CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (
-    fusion text, rrf_k int, lexical_weight float8, semantic_weight float8, pool_size int,
-    coverage_gain float8, max_lexical_share float8, proximity_weight float8,
-    proximity_width int, chunks_per_document int, bm25_k1 float8, bm25_b float8,
-    candidate_budget float8, rescore_size int
-)
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT 'adaptive'::text, 60, 1.0::float8, 1.0::float8, 100, 1.2::float8, 0.8::float8,
-           0.4::float8, 10, 3, 2.0::float8, 1.0::float8, 1::float8, 1
-$$
-"""
 SCORES_SQL = "SELECT chunk_id, lexical_score FROM pgrag.explain_search(%s) ORDER BY rank"
 TODAY_SQL = "SELECT chunk_id, lexical_score FROM pgrag.hybrid_search(%s, NULL, 10) ORDER BY rank"
 
@@ -70,7 +58,8 @@ async def test_explain_search_replays_bm25_parameters_after_the_defaults_change(
         assert params is not None
         assert {k: params[0][k] for k in BM25} == BM25
         assert conn.execute(SCORES_SQL, (search_id,)).fetchall() == list(scores.items())
-        conn.execute(CHANGED_DEFAULTS)
+        # other BM25 defaults, as a later release might ship them
+        replace_fusion_defaults(conn, bm25_k1=2.0, bm25_b=1.0, candidate_budget=1, rescore_size=1)
         replayed = conn.execute(SCORES_SQL, (search_id,)).fetchall()
         today = conn.execute(TODAY_SQL, (QUERY,)).fetchall()
     # the logged search, replayed after the change: its own parameters, the same scores

@@ -14,6 +14,7 @@ from rich.table import Table
 from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
+from pgrag.search.modes import SearchMode
 from pgrag.services.eval_sets import run_set, save_cases
 from pgrag.services.evaluation import (
     EVAL_MODES,
@@ -104,7 +105,7 @@ def print_details(outcomes: list[Outcome]) -> None:
     "--mode",
     "-m",
     "modes",
-    type=click.Choice(EVAL_MODES),
+    type=click.Choice([m.value for m in EVAL_MODES]),
     multiple=True,
     help="mode(s) for lines without their own mode; repeatable [default: hybrid]",
 )
@@ -127,7 +128,7 @@ def eval_(
         raise QueryFileUsageError("give a QUERIES_FILE, --set NAME, or both")
     queries = _read_queries(queries_file) if queries_file else []
     settings = state(ctx).settings
-    chosen = modes or ("hybrid",)
+    chosen = [SearchMode(m) for m in modes] or [SearchMode.HYBRID]
 
     async def go() -> tuple[list[Outcome], list[str]]:
         async with open_runtime(settings, max_pool=2) as rt:

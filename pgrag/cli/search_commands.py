@@ -14,6 +14,7 @@ from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchPage, SearchService
 from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.modes import SearchMode, ShownScore, mode_spec
 
 # a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
 out = Console(width=None if Console().is_terminal or os.environ.get("COLUMNS") else 160)
@@ -51,15 +52,15 @@ def counted(data: SearchData, pool_size: int) -> str:
     of matches: the keyword leg keeps at most `pool_size` matching chunks, and the semantic
     leg ranks every chunk by similarity (its `pool_size` nearest), so only keyword and regex
     totals are matches; a keyword pool at its cap means at least that many."""
-    n, mode = data.total_matches, data.mode
+    n, shown = data.total_matches, mode_spec(data.mode).score
     unit = "documents" if data.scope == "documents" else "chunks"
-    if mode == "regex":
+    if shown is ShownScore.MATCHES:
         return f"{n} matching {unit}"
     if unit == "documents":
         return f"{n} ranked documents"
-    if mode in ("keyword", "exact") and not data.degraded:
+    if shown is ShownScore.LEXICAL and not data.degraded:
         return f"{'at least ' if n >= pool_size else ''}{n} matching chunks"
-    if mode == "semantic":
+    if shown is ShownScore.SEMANTIC:
         return f"{n} nearest chunks"
     return f"{n} ranked chunks"
 
@@ -165,7 +166,8 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
         "lexical: BM25 rank and score; semantic: rank and cosine similarity; "
         "- : not in that leg's pool"
     ]
-    if data.mode == "hybrid" and data.scope == "chunks":
+    spec = mode_spec(data.mode)
+    if spec.lexical and spec.semantic and data.scope == "chunks":
         notes.append(
             "ranked: chunks with the query's words plus the nearest by meaning "
             f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
@@ -195,7 +197,7 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
 @click.option(
     "--mode",
     "-m",
-    type=click.Choice(["hybrid", "semantic", "keyword", "exact", "regex"]),
+    type=click.Choice([m.value for m in SearchMode]),
     default="hybrid",
     show_default=True,
 )
@@ -234,7 +236,7 @@ def search(
     settings = state(ctx).settings
     request = SearchRequest(
         query=query,
-        mode=mode,
+        mode=SearchMode(mode),
         scope=scope,
         limit=limit,
         threshold=threshold,

@@ -27,7 +27,9 @@ from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
-from pgrag.search.ranking import FusionParams, RankInput, load_fusion, rank
+from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.options import FusionParams, load_fusion
+from pgrag.search.ranking import RankInput, rank
 from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
@@ -55,7 +57,7 @@ class _Page:
     """What the database gave for a page of hits, to be shaped off the event loop."""
 
     req: SearchRequest
-    mode: str
+    spec: ModeSpec
     rows: list[RankedRow]
     details: dict[int, ChunkDetail]
     content_mode: str
@@ -134,11 +136,11 @@ class SearchService:
     ) -> SearchPage:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        mode = req.normalised_mode
+        spec = req.spec
         scope_fp = fingerprint({"req": req.page_fingerprint_args(), "scope": collection_scope})
         embedding: np.ndarray | None = None
         upstream: UpstreamError | None = None
-        if mode in ("semantic", "hybrid"):
+        if spec.semantic:
             # before taking a pooled connection: the model may queue, the pool should not
             embedding, upstream = await self._embed(req.query, timings)
         async with scoped_connection(self.pool, collection_scope) as conn:
@@ -148,18 +150,16 @@ class SearchService:
                 offset = int(state.get("o", 0))
             collection_ids = await self._collection_ids(conn, req, collection_scope)
             degraded: list[str] = []
-            lexical_ok = mode in ("hybrid", "keyword") and await self._lexical_usable(
-                conn, req.query
-            )
-            if mode in ("hybrid", "keyword") and not lexical_ok:
+            lexical_ok = spec.lexical and await self._lexical_usable(conn, req.query)
+            if spec.lexical and not lexical_ok:
                 degraded.append("lexical")
-            if mode == "keyword" and not lexical_ok:  # rare: no searchable words at all
+            if spec.semantic_fallback and not lexical_ok:  # rare: no searchable words at all
                 embedding, upstream = await self._embed(req.query, timings)
             if upstream is not None:
-                if mode == "semantic" or not lexical_ok:
+                if not lexical_ok:
                     raise upstream
                 degraded.append("semantic")
-            if not lexical_ok and embedding is None and mode != "regex":
+            if not lexical_ok and embedding is None and spec.ranker is Ranker.FUSION:
                 raise InvalidArgument(
                     "the query has no searchable words (only stop words or symbols) and no "
                     "embedding: add meaningful words, or use mode='regex' for patterns"
@@ -169,11 +169,11 @@ class SearchService:
                 conn,
                 await self.fusion_params(conn),
                 RankInput(
-                    req, mode, offset, collection_ids, embedding, lexical_ok, self.provider.model
+                    req, spec, offset, collection_ids, embedding, lexical_ok, self.provider.model
                 ),
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
-            hits, budget, bounded = await self._hits(conn, req, mode, rows, collection_ids)
+            hits, budget, bounded = await self._hits(conn, req, rows, collection_ids)
             if bounded:
                 degraded.append("snippets")
             total = rows[0].total if rows else 0
@@ -189,12 +189,12 @@ class SearchService:
         # the log is an operator table: written outside the caller's scoped transaction
         async with self.pool.connection() as conn:
             search_id = await self._log(
-                conn, req, mode, params, embedding, degraded, hits, timings, caller
+                conn, req, params, embedding, degraded, hits, timings, caller
             )
         data = SearchData(
             results=hits,
             total_matches=total,
-            mode=mode,
+            mode=spec.name,
             scope=req.scope,
             degraded=degraded,
             model=self.provider.model if embedding is not None else None,
@@ -251,7 +251,6 @@ class SearchService:
         self,
         conn: psycopg.AsyncConnection,
         req: SearchRequest,
-        mode: str,
         rows: list[RankedRow],
         collection_ids: list[int] | None,
     ) -> tuple[list[SearchHit], Budgeted, bool]:
@@ -280,18 +279,16 @@ class SearchService:
             }
             for doc_id, collection_id in docs.items():
                 full_texts[doc_id] = await extracted_text(conn, doc_id, collection_id)
-        page = _Page(req, mode, rows, details, content_mode, full_texts)
+        page = _Page(req, req.spec, rows, details, content_mode, full_texts)
         return await deadline.off_loop(self._shape, page)
 
     def _shape(self, page: _Page) -> tuple[list[SearchHit], Budgeted, bool]:
         """Snippets, full texts and token counts: CPU work, bounded by the call's deadline."""
-        req, mode = page.req, page.mode
+        req, spec = page.req, page.spec
         matcher: Matcher = (
-            RegexMatcher(req.query)
-            if mode == "regex"
-            else KeywordMatcher(extract_keywords(req.query))
+            RegexMatcher(req.query) if spec.pattern else KeywordMatcher(extract_keywords(req.query))
         )
-        query_lang = detect_language(req.query) if mode != "regex" else None
+        query_lang = None if spec.pattern else detect_language(req.query)
         cut = max(50, req.max_tokens - HIT_RESERVE)
         full_texts = {doc: _cut_to_tokens(text, cut) for doc, text in page.full_texts.items()}
         hits = []
@@ -305,7 +302,7 @@ class SearchService:
             ]
             hits.append(
                 build_hit(
-                    HitSource(req, mode, r.rank, d, hit_chunks, matcher, page.content_mode),
+                    HitSource(req, spec, r.rank, d, hit_chunks, matcher, page.content_mode),
                     full_texts.get(d.document_id),
                     Explain(
                         lexical_rank=r.lexical_rank,
@@ -317,7 +314,7 @@ class SearchService:
                         query_lang=query_lang,
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
-                        **self.fusion.explain(mode),
+                        **self.fusion.explain(spec),
                     ),
                     max_snippets=self.max_snippets,
                     snippet_summary=self.snippet_summary,
@@ -332,7 +329,6 @@ class SearchService:
         self,
         conn: psycopg.AsyncConnection,
         req: SearchRequest,
-        mode: str,
         params: dict[str, Any],
         embedding: np.ndarray | None,
         degraded: list[str],
@@ -342,7 +338,7 @@ class SearchService:
     ) -> int | None:
         if not self.log_searches:
             return None
-        logged = {k: v for k, v in params.items() if k not in ("embedding",)}
+        logged = {k: v for k, v in params.items() if k != "query_embedding"}  # its own column
         results = [
             {"rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id, "score": h.score}
             for h in hits
@@ -353,7 +349,7 @@ class SearchService:
                 sql.LOG_SQL,
                 (
                     req.query,
-                    mode,
+                    req.spec.name.value,
                     req.scope,
                     Jsonb(logged),
                     embedding,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pgrag import deadline
 from pgrag.search.keywords import Matcher
 from pgrag.search.models import Context, Explain, Location, SearchHit, SearchRequest, Snippet
+from pgrag.search.modes import ModeSpec, ShownScore
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
 from pgrag.store.rows import ChunkDetail
 
@@ -23,7 +24,7 @@ class HitSource:
     """One ranked row with what its hit is made of."""
 
     req: SearchRequest
-    mode: str
+    spec: ModeSpec
     rank: int
     chunk: ChunkDetail  # the hit's chunk
     chunks: list[ChunkDetail]  # scope=documents: the document's chunks on the page
@@ -31,13 +32,13 @@ class HitSource:
     content_mode: str
 
 
-def score_of(mode: str, e: Explain) -> float:
+def score_of(spec: ModeSpec, e: Explain) -> float:
     """The score a hit shows: what its mode ranked by."""
-    if mode == "regex":
+    if spec.score is ShownScore.MATCHES:
         return float(e.regex_matches or 0)
-    if mode == "semantic":
+    if spec.score is ShownScore.SEMANTIC:
         return round(float(e.semantic_score or 0.0), 6)
-    if mode == "keyword" and e.lexical_score is not None:
+    if spec.score is ShownScore.LEXICAL and e.lexical_score is not None:
         return round(float(e.lexical_score), 6)
     return round(float(e.fused_score or 0.0), 6)
 
@@ -101,7 +102,7 @@ def build_hit(
         chunk_id=d.id,
         name=d.name,
         path=d.path,
-        score=score_of(h.mode, explain),
+        score=score_of(h.spec, explain),
         location=Location(page=d.page, section=d.section, sheet=d.sheet, slide=d.slide, rows=rows),
         preview=" ".join(preview_src.split())[:PREVIEW_CHARS],
         snippets=snippets,

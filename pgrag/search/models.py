@@ -8,7 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SearchMode = Literal["hybrid", "semantic", "keyword", "exact", "regex"]
+from pgrag.search.modes import ModeSpec, SearchMode, mode_spec
+
 Scope = Literal["chunks", "documents"]
 ContentMode = Literal["smart_extract", "full", "none"]
 
@@ -54,7 +55,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000, description="question, words, or a regex")
-    mode: SearchMode = Field("hybrid", description="hybrid | semantic | keyword (= exact) | regex")
+    mode: SearchMode = Field(
+        SearchMode.HYBRID, description="hybrid | semantic | keyword (= exact) | regex"
+    )
     scope: Scope = Field("chunks", description="chunks: passages; documents: best documents")
     limit: int = Field(5, ge=1, le=50, description="results per page")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")
@@ -81,8 +84,9 @@ class SearchRequest(BaseModel):
         return v
 
     @property
-    def normalised_mode(self) -> str:
-        return "keyword" if self.mode == "exact" else self.mode
+    def spec(self) -> ModeSpec:
+        """What the mode runs and shows (search/modes.py)."""
+        return mode_spec(self.mode)
 
     def page_fingerprint_args(self) -> dict[str, object]:
         """What a continuation token must repeat (everything but the page controls)."""
@@ -172,7 +176,7 @@ class SearchHit(BaseModel):
 class SearchData(BaseModel):
     results: list[SearchHit]
     total_matches: int
-    mode: str
+    mode: SearchMode
     scope: str
     degraded: list[str] = Field(default_factory=list)
     model: str | None = None

@@ -1,4 +1,4 @@
-"""The ranking step: the parameters the ranking SQL takes (the fusion defaults, the filters,
+"""The ranking step: the arguments the ranking SQL takes (the ranking options, the filters,
 each leg's weight) and the call itself. Order comes from SQL; nothing here re-ranks."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg.rows import args_row, class_row
+from psycopg import sql as pgsql
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, InvalidArgument, PgragError
@@ -17,59 +18,14 @@ from pgrag.language import detect_language
 from pgrag.search import sql
 from pgrag.search.keywords import to_postgres_regex
 from pgrag.search.models import SearchRequest
+from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.options import FusionParams
 from pgrag.store.rows import RankedRow
 
 REGEX_TIMEOUT_MS = 3000
 MAX_POOL = 1000
 
-
-@dataclass(frozen=True)
-class FusionParams:
-    """What the ranking SQL ranks with: `pgrag.fusion_defaults()` (sql/functions/05_defaults.sql,
-    the one place the defaults live), read once per service. Sent with every search, shown by
-    --explain and logged, so that pgrag.explain_search replays a search exactly even after
-    the defaults change. 'adaptive' blends max-normalised BM25 (times a proximity term) and
-    min-max cosine with a per-query lexical share min(max_lexical_share, coverage_gain x
-    coverage); 'rrf' is plain RRF with rrf_k."""
-
-    fusion: str
-    rrf_k: int
-    lexical_weight: float
-    semantic_weight: float
-    pool_size: int
-    coverage_gain: float
-    max_lexical_share: float
-    proximity_weight: float
-    proximity_width: int
-    chunks_per_document: int
-    bm25_k1: float
-    bm25_b: float
-    candidate_budget: float
-    rescore_size: int
-
-    def explain(self, mode: str) -> dict[str, Any]:
-        """The parameters a hit's explain shows: those its mode ranked with."""
-        if mode == "regex":
-            return {}
-        adaptive = self.fusion == "adaptive"
-        return {
-            "fusion": self.fusion,
-            "rrf_k": self.rrf_k if self.fusion == "rrf" else None,
-            "lexical_weight": self.lexical_weight,
-            "semantic_weight": self.semantic_weight,
-            "coverage_gain": self.coverage_gain if adaptive else None,
-            "max_lexical_share": self.max_lexical_share if adaptive else None,
-            "proximity_weight": self.proximity_weight if adaptive else None,
-        }
-
-
-async def load_fusion(conn: psycopg.AsyncConnection) -> FusionParams:
-    """The database's ranking defaults."""
-    async with conn.cursor(row_factory=class_row(FusionParams)) as cur:
-        await cur.execute(sql.FUSION_DEFAULTS_SQL)
-        fusion = await cur.fetchone()
-    assert fusion is not None
-    return fusion
+Query = str | pgsql.Composed
 
 
 @dataclass(frozen=True)
@@ -77,7 +33,7 @@ class RankInput:
     """One search as the ranking SQL needs it."""
 
     req: SearchRequest
-    mode: str
+    spec: ModeSpec
     offset: int
     collection_ids: list[int] | None
     embedding: np.ndarray | None
@@ -88,7 +44,7 @@ class RankInput:
 async def rank(
     conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput
 ) -> tuple[dict[str, Any], list[RankedRow]]:
-    """The parameters sent (logged with the search) and the ranked rows."""
+    """The arguments sent, by name (logged with the search), and the ranked rows."""
     params: dict[str, Any] = {
         "match_count": q.req.limit,
         "match_offset": q.offset,
@@ -96,50 +52,43 @@ async def rank(
         "filters": pg_filters(q.req),
         "chunks_per_document": f.chunks_per_document,
     }
-    if q.mode == "regex":
+    documents = q.req.scope == "documents"
+    if q.spec.ranker is Ranker.REGEX:
         params["pattern"] = to_postgres_regex(q.req.query)
-        documents = q.req.scope == "documents"
         return params, await _rank_regex(
             conn, sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL, params
         )
-    params.update(_hybrid_params(f, q))
-    query = sql.DOCUMENTS_SQL if q.req.scope == "documents" else sql.HYBRID_SQL
+    params.update(_fused_args(f, q))
+    query = sql.DOCUMENTS_SQL if documents else sql.HYBRID_SQL
     return params, await _ranked(conn, query, params)
 
 
-def _hybrid_params(f: FusionParams, q: RankInput) -> dict[str, Any]:
-    """Each leg's weight (0 switches a leg off) and the fusion parameters."""
-    mode, req = q.mode, q.req
-    lexical_weight = f.lexical_weight if q.lexical_ok and mode in ("hybrid", "keyword") else 0.0
-    semantic_weight = f.semantic_weight if q.embedding is not None and mode != "keyword" else 0.0
-    if mode == "keyword" and not q.lexical_ok:
-        semantic_weight = f.semantic_weight  # degraded: the other leg answers
+def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
+    """Every ranking option, with each leg's weight (0 switches a leg off)."""
+    spec, req = q.spec, q.req
+    lexical = spec.lexical and q.lexical_ok
+    # a query without searchable words: the vector leg answers (degraded keyword search)
+    semantic = q.embedding is not None and (
+        spec.semantic or (spec.semantic_fallback and not q.lexical_ok)
+    )
     return {
-        "query": req.query if lexical_weight else None,
-        "embedding": q.embedding if semantic_weight else None,
-        "fusion": f.fusion,
-        "rrf_k": f.rrf_k,
-        "coverage_gain": f.coverage_gain,
-        "max_lexical_share": f.max_lexical_share,
-        "proximity_weight": f.proximity_weight,
-        "bm25_k1": f.bm25_k1,
-        "bm25_b": f.bm25_b,
-        "candidate_budget": f.candidate_budget,
-        "rescore_size": f.rescore_size,
-        "lexical_weight": lexical_weight,
-        "semantic_weight": semantic_weight,
+        **f.arguments(),
+        "query_text": req.query if lexical else None,
+        "query_embedding": q.embedding if semantic else None,
+        "lexical_weight": f.lexical_weight if lexical else 0.0,
+        "semantic_weight": f.semantic_weight if semantic else 0.0,
         # one pool for the whole walk: a pool that grew with the offset re-ranked
         # (min-max normalisation, BM25 statistics) and the total drifted between pages
         "pool_size": min(MAX_POOL, max(f.pool_size, req.limit)),
-        "min_similarity": req.threshold if semantic_weight else None,
-        "embedding_model": q.model if semantic_weight else None,
+        "min_similarity": req.threshold if semantic else None,
+        "embedding_model": q.model if semantic else None,
         # the semantic leg compares each side with its language's mean vector
-        "query_lang": detect_language(req.query) if semantic_weight else None,
+        "query_lang": detect_language(req.query) if semantic else None,
     }
 
 
 async def _rank_regex(
-    conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]
+    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any]
 ) -> list[RankedRow]:
     """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
     try:
@@ -168,9 +117,9 @@ def pg_filters(req: SearchRequest) -> dict[str, Any]:
 
 
 async def _ranked(
-    conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]
+    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any]
 ) -> list[RankedRow]:
-    """Run a ranking query; its rows are read by position (see RankedRow)."""
-    async with conn.cursor(row_factory=args_row(RankedRow)) as cur:
+    """Run a ranking query; its columns are RankedRow's fields, by name."""
+    async with conn.cursor(row_factory=class_row(RankedRow)) as cur:
         await cur.execute(query, {**params, "filters": Jsonb(params["filters"])})
         return await cur.fetchall()

@@ -1,31 +1,51 @@
-"""The SQL the search service runs; the ranking itself lives in sql/functions/."""
+"""The SQL the search service runs; the ranking itself lives in sql/functions/. The ranking
+queries name their columns alike (RankedRow reads them by name) and call the ranking
+functions in named notation, so an argument added to them shifts nothing here."""
 
-HYBRID_SQL = """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from psycopg import sql
+
+from pgrag.search.options import CHUNK_OPTION_NAMES, OPTION_NAMES
+
+# what a fused ranking takes besides the ranking options (search/ranking.py fills both)
+REQUEST_ARGS: tuple[str, ...] = (
+    "query_text",
+    "query_embedding",
+    "match_count",
+    "match_offset",
+    "collection_ids",
+    "filters",
+    "min_similarity",
+    "embedding_model",
+    "query_lang",
+)
+
+
+def _named(names: Iterable[str]) -> sql.Composed:
+    """`name => %(name)s, ...`: each argument bound by its name."""
+    return sql.SQL(", ").join(
+        sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names
+    )
+
+
+HYBRID_SQL = sql.SQL(
+    """
 SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
-       fused_score, total_candidates, NULL::int AS regex_matches, NULL::bigint[] AS chunk_ids
-FROM pgrag.hybrid_search(
-    %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
-    %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s, %(fusion)s, %(coverage_gain)s,
-    %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s, bm25_k1 => %(bm25_k1)s,
-    bm25_b => %(bm25_b)s, candidate_budget => %(candidate_budget)s,
-    rescore_size => %(rescore_size)s)
+       fused_score, total_candidates AS total
+FROM pgrag.hybrid_search({args})
 """
+).format(args=_named(REQUEST_ARGS + CHUNK_OPTION_NAMES))
 
-DOCUMENTS_SQL = """
-SELECT rank, best_chunk_id, document_id, lexical_rank, lexical_score, semantic_rank,
-       semantic_score, fused_score, total_documents, NULL::int, chunk_ids
-FROM pgrag.hybrid_search_documents(
-    %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
-    %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
-    %(embedding_model)s, %(match_offset)s, %(chunks_per_document)s, %(fusion)s,
-    %(coverage_gain)s, %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s,
-    bm25_k1 => %(bm25_k1)s, bm25_b => %(bm25_b)s, candidate_budget => %(candidate_budget)s,
-    rescore_size => %(rescore_size)s)
+DOCUMENTS_SQL = sql.SQL(
+    """
+SELECT rank, best_chunk_id AS chunk_id, document_id, lexical_rank, lexical_score,
+       semantic_rank, semantic_score, fused_score, total_documents AS total, chunk_ids
+FROM pgrag.hybrid_search_documents({args})
 """
-
-# the ranking defaults, once (sql/functions/40_hybrid.sql)
-FUSION_DEFAULTS_SQL = "SELECT * FROM pgrag.fusion_defaults()"
+).format(args=_named(REQUEST_ARGS + OPTION_NAMES))
 
 # pgrag.regex_search orders by matches, path and chunk position; two collections can hold
 # the same path, and such ties came back in a different order from one call to the next
@@ -44,8 +64,7 @@ WITH ranked AS (
 REGEX_SQL = (
     _REGEX_RANKED
     + """
-SELECT rank, chunk_id, document_id, NULL::int, NULL::float4, NULL::int, NULL::float8,
-       NULL::float8, total_candidates, matches, NULL::bigint[]
+SELECT rank, chunk_id, document_id, total_candidates AS total, matches AS regex_matches
 FROM ranked
 ORDER BY rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
@@ -64,9 +83,8 @@ REGEX_DOCUMENTS_SQL = (
              WHERE x.document_id = b.document_id AND x.nth <= %(chunks_per_document)s) AS chunk_ids
     FROM hits b WHERE b.nth = 1
 )
-SELECT row_number() OVER (ORDER BY d.n DESC, d.best_rank)::int, d.chunk_id, d.document_id,
-       NULL::int, NULL::float4, NULL::int, NULL::float8, NULL::float8, count(*) OVER ()::int,
-       d.n, d.chunk_ids
+SELECT row_number() OVER (ORDER BY d.n DESC, d.best_rank)::int AS rank, d.chunk_id,
+       d.document_id, count(*) OVER ()::int AS total, d.n AS regex_matches, d.chunk_ids
 FROM docs d
 ORDER BY d.n DESC, d.best_rank
 LIMIT %(match_count)s OFFSET %(match_offset)s
@@ -79,7 +97,8 @@ LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"
 COLLECTION_IDS_SQL = "SELECT id FROM pgrag.collections WHERE name = %s"
 
 # the hit chunks with their documents and a window of the unit text around each chunk
-CHUNK_DETAILS_SQL = """
+_CHUNK_DETAILS = sql.SQL(
+    """
 SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author,
        d.modified_at, d.outline, c.content, c.char_start, c.char_end, c.page, c.section,
        c.sheet, c.row_start, c.row_end, c.slide, c.heading,
@@ -90,21 +109,33 @@ SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author
 FROM pgrag.chunks c
 -- joined on collection_id too: on Citus, the shard a chunk, its document and unit share
 JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
-LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_id
+LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_id{units_in}
 JOIN pgrag.collections col ON col.id = c.collection_id
 LEFT JOIN pgrag.embeddings e
        ON e.collection_id = c.collection_id AND e.set_id = col.active_set_id AND e.chunk_id = c.id
-WHERE c.id = ANY(%(ids)s)
+WHERE c.id = ANY(%(ids)s){chunks_in}
 """
+)
+
+
+def _in_collections(*tables: str) -> sql.Composed:
+    """` AND t.collection_id = ANY(%(collection_ids)s)` for each table."""
+    return sql.Composed(
+        [
+            sql.SQL(" AND {}.collection_id = ANY(%(collection_ids)s::bigint[])").format(
+                sql.Identifier(t)
+            )
+            for t in tables
+        ]
+    )
+
+
+CHUNK_DETAILS_SQL = _CHUNK_DETAILS.format(units_in=sql.SQL(""), chunks_in=sql.SQL(""))
 # when the search names its collections: on Citus the fetch then goes to their shards only
 # (a predicate on each table: Citus does not carry one across a join, and prunes a LEFT
 # JOIN's table only on a predicate in its ON clause)
-CHUNK_DETAILS_IN_SQL = CHUNK_DETAILS_SQL.replace(
-    "u.collection_id = c.collection_id",
-    "u.collection_id = c.collection_id AND u.collection_id = ANY(%(collection_ids)s::bigint[])",
-) + (
-    "  AND c.collection_id = ANY(%(collection_ids)s::bigint[])\n"
-    "  AND d.collection_id = ANY(%(collection_ids)s::bigint[])\n"
+CHUNK_DETAILS_IN_SQL = _CHUNK_DETAILS.format(
+    units_in=_in_collections("u"), chunks_in=_in_collections("c", "d")
 )
 
 SECRET_SQL = "SELECT secret FROM pgrag.server_secret"

@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.errors import InvalidArgument, NotFound
 from pgrag.search.engine import SearchService
+from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import EvalQuery, Outcome, report, run_queries
 from pgrag.store import eval_sets as store
 from pgrag.store.eval_sets import EvalRun, EvalSet
@@ -47,14 +48,18 @@ async def list_sets(pool: AsyncConnectionPool) -> list[EvalSet]:
 
 
 async def run_set(
-    service: SearchService, set_name: str, modes: Sequence[str], collection: str | None
+    service: SearchService, set_name: str, modes: Sequence[SearchMode], collection: str | None
 ) -> tuple[list[Outcome], list[str]]:
     """Run a stored set and keep the run with its report (what `pgrag eval --json` prints)."""
     queries = await load_set(service.pool, set_name)
     outcomes, missing = await run_queries(service, queries, modes=modes, collection=collection)
     async with service.pool.connection() as conn:
         await store.add_run(
-            conn, set_name.strip(), service.provider.model, list(modes), report(outcomes, missing)
+            conn,
+            set_name.strip(),
+            service.provider.model,
+            [m.value for m in modes],
+            report(outcomes, missing),
         )
     return outcomes, missing
 

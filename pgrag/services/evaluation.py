@@ -24,17 +24,17 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgrag.search.engine import SearchService
 from pgrag.search.models import Location, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.modes import DISTINCT_MODES, SearchMode, mode_spec
 from pgrag.store import catalog
 
-EvalMode = Literal["hybrid", "semantic", "keyword", "regex"]
-EVAL_MODES: tuple[str, ...] = ("hybrid", "semantic", "keyword", "regex")
+EVAL_MODES = DISTINCT_MODES
 DEPTH = 10  # results fetched per query: MRR is MRR@10
 _ROWS = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
@@ -76,7 +76,7 @@ class EvalQuery(BaseModel):
     document: str = Field(min_length=1, description="expected document: id, path or file name")
     location: ExpectedLocation | None = None
     answer: str | None = Field(None, min_length=1)
-    mode: EvalMode | None = None
+    mode: SearchMode | None = None
     category: str | None = None
     id: str | None = None
 
@@ -116,8 +116,8 @@ def _first_problem(exc: ValidationError) -> str:
         return f"missing field '{where}'"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{where}'"
-    if err["type"] == "literal_error":
-        return f"'{where}' must be one of {', '.join(EVAL_MODES)} (got {err['input']!r})"
+    if err["type"] in ("literal_error", "enum"):
+        return f"'{where}' must be one of {', '.join(m.value for m in EVAL_MODES)} (got {err['input']!r})"
     msg = err["msg"].removeprefix("Value error, ")
     return f"'{where}' {msg}" if where else msg
 
@@ -209,7 +209,7 @@ class Outcome:
     """One query in one mode."""
 
     query: str
-    mode: str
+    mode: SearchMode
     category: str
     document: str
     query_language: str
@@ -239,18 +239,18 @@ async def _resolve(
     return out
 
 
-def modes_for(q: EvalQuery, modes: Sequence[str]) -> list[str]:
-    """A line's own mode wins; regex is only run for lines that ask for it."""
+def modes_for(q: EvalQuery, modes: Sequence[SearchMode]) -> list[SearchMode]:
+    """A line's own mode wins; pattern modes (regex) only run for lines that ask for them."""
     if q.mode:
-        return [q.mode]
-    return [m for m in modes if m != "regex"]
+        return [mode_spec(q.mode).name]
+    return [m for m in modes if not mode_spec(m).pattern]
 
 
 async def run_queries(
     service: SearchService,
     queries: Sequence[EvalQuery],
     *,
-    modes: Sequence[str] = ("hybrid",),
+    modes: Sequence[SearchMode] = (SearchMode.HYBRID,),
     collection: str | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """Every query in its modes through the search service. Returns the outcomes and
@@ -275,7 +275,9 @@ async def run_queries(
     return outcomes, missing
 
 
-def _score(q: EvalQuery, mode: str, ids: set[str], doc_lang: str, hits: list[SearchHit]) -> Outcome:
+def _score(
+    q: EvalQuery, mode: SearchMode, ids: set[str], doc_lang: str, hits: list[SearchHit]
+) -> Outcome:
     first = next((h for h in hits if h.document_id in ids), None)
     has_location = q.location is not None and not q.location.is_empty()
     location_ok = answer_ok = None
@@ -288,7 +290,7 @@ def _score(q: EvalQuery, mode: str, ids: set[str], doc_lang: str, hits: list[Sea
         mode=mode,
         category=q.category or "uncategorised",
         document=q.document,
-        query_language=detect_language(q.query) if mode != "regex" else "regex",
+        query_language="regex" if mode_spec(mode).pattern else detect_language(q.query),
         document_language=doc_lang,
         found=bool(ids),
         rank=first.rank if first is not None else None,
@@ -332,18 +334,18 @@ def metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Per mode: overall, per category and per language pair (query → document)."""
-    by_mode: dict[str, list[Outcome]] = defaultdict(list)
+    by_mode: dict[SearchMode, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_mode[o.mode].append(o)
     out: dict[str, Any] = {}
-    for mode in sorted(by_mode, key=lambda m: EVAL_MODES.index(m) if m in EVAL_MODES else 99):
+    for mode in sorted(by_mode, key=EVAL_MODES.index):
         group = by_mode[mode]
         cats: dict[str, list[Outcome]] = defaultdict(list)
         langs: dict[str, list[Outcome]] = defaultdict(list)
         for o in group:
             cats[o.category].append(o)
             langs[f"{o.query_language}→{o.document_language}"].append(o)
-        out[mode] = {
+        out[mode.value] = {
             "overall": metrics(group),
             "categories": {c: metrics(v) for c, v in sorted(cats.items())},
             "languages": {k: metrics(v) for k, v in sorted(langs.items())},

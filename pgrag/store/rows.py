@@ -1,4 +1,4 @@
-"""Typed rows read from Postgres (psycopg `class_row` / `args_row`), shared by store, search
+"""Typed rows read from Postgres (psycopg `class_row`), shared by store, search
 and services, so callers read fields by name instead of tuple positions."""
 
 from __future__ import annotations
@@ -13,21 +13,20 @@ from uuid import UUID
 
 @dataclass(frozen=True)
 class RankedRow:
-    """One row of a ranking query (search/sql.py: hybrid, documents, regex). The four queries
-    name some columns differently (best_chunk_id, total_documents, unnamed NULLs), so this row
-    is read by position with `args_row`; the field order is the SELECT order."""
+    """One row of a ranking query (search/sql.py: hybrid, documents, regex), read by column
+    name; a query leaves out the columns its ranking has no value for."""
 
     rank: int
     chunk_id: int  # the best chunk of a document for scope=documents
     document_id: UUID
-    lexical_rank: int | None
-    lexical_score: float | None
-    semantic_rank: int | None
-    semantic_score: float | None
-    fused_score: float | None
-    total: int  # total_candidates, or total_documents for scope=documents
-    regex_matches: int | None
-    chunk_ids: list[int] | None  # scope=documents: the document's best chunks
+    total: int  # rows in the whole ranking (chunks, or documents for scope=documents)
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    semantic_rank: int | None = None
+    semantic_score: float | None = None
+    fused_score: float | None = None
+    regex_matches: int | None = None
+    chunk_ids: list[int] | None = None  # scope=documents: the document's best chunks
 
 
 @dataclass(frozen=True)

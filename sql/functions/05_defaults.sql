@@ -1,6 +1,8 @@
 -- The ranking defaults, in one place: a NULL (or omitted) argument of the search functions
 -- (20_lexical.sql, 40_hybrid.sql) means the value here, and the server reads them to show
 -- and log what it ranked with (pgrag.explain_search replays a logged search with them).
+-- Each column is also the name of the hybrid functions' argument it defaults, and of a
+-- field of pgrag/search/options.py, which sends every one by name.
 --   SELECT * FROM pgrag.fusion_defaults();
 -- coverage_gain and max_lexical_share were chosen on SciFact train (40_hybrid.sql),
 -- proximity_weight and proximity_width (20_lexical.sql) on SciFact train and the office

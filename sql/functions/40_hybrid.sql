@@ -23,6 +23,10 @@
 -- (XQuAD en->zh: English questions, Chinese passages). fusion => 'rrf':
 --   fused = lexical_weight / (rrf_k + lexical_rank) + semantic_weight / (rrf_k + semantic_rank)
 --
+-- The four functions share one argument list (the ranking options are the columns of
+-- pgrag.fusion_defaults(), NULL meaning the default there) and call one another in named
+-- notation only, so an argument added to them shifts nothing.
+--
 -- From psql:
 --   SELECT * FROM pgrag.hybrid_search('contract signing', '[...]'::vector, 5);
 --   SELECT * FROM pgrag.hybrid_search_detail('contract signing', '[...]'::vector, 5);
@@ -57,10 +61,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
     proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
     bm25_b            float8 DEFAULT NULL,
     candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL
+    rescore_size      int DEFAULT NULL,
+    proximity_width   int DEFAULT NULL
 ) RETURNS TABLE (
     chunk_id         bigint,
     lexical_rank     int,
@@ -96,20 +101,24 @@ BEGIN
     RETURN QUERY
     WITH lexical AS MATERIALIZED (
         SELECT l.*, l.score * (1 - proximity_weight + proximity_weight * l.proximity) AS near
-        FROM pgrag.lexical_candidates(query_text, pool_size, collection_ids, filters,
-                                      -- no weight, no windows to compute (0); else the default
-                                      proximity_width => CASE WHEN proximity_weight = 0
-                                                              THEN 0 END,
+        FROM pgrag.lexical_candidates(query_text => query_text, pool_size => pool_size,
+                                      collection_ids => collection_ids, filters => filters,
                                       bm25_k1 => bm25_k1, bm25_b => bm25_b,
                                       candidate_budget => candidate_budget,
-                                      rescore_size => rescore_size) l
+                                      rescore_size => rescore_size,
+                                      -- no weight, no windows to compute (0)
+                                      proximity_width => CASE WHEN proximity_weight = 0 THEN 0
+                                                              ELSE proximity_width END) l
         WHERE query_text IS NOT NULL AND lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
         SELECT sc.chunk_id, sc.similarity AS score, sc.cosine, sc.lang, sc.centred,
                row_number() OVER (ORDER BY sc.similarity DESC, sc.chunk_id)::int AS rank
-        FROM pgrag.semantic_candidates(query_embedding, pool_size, collection_ids, filters,
-                                       embedding_model, query_lang) sc
+        FROM pgrag.semantic_candidates(query_embedding => query_embedding,
+                                       pool_size => pool_size,
+                                       collection_ids => collection_ids, filters => filters,
+                                       embedding_model => embedding_model,
+                                       query_lang => query_lang) sc
         WHERE query_embedding IS NOT NULL AND semantic_weight <> 0
         ORDER BY sc.similarity DESC, sc.chunk_id
         LIMIT pool_size
@@ -178,10 +187,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
     proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
     bm25_b            float8 DEFAULT NULL,
     candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL
+    rescore_size      int DEFAULT NULL,
+    proximity_width   int DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,
     chunk_id         bigint,
@@ -205,28 +215,42 @@ LANGUAGE sql STABLE AS $$
     WITH ranked AS (
         SELECT f.*, row_number() OVER (ORDER BY f.fused_score DESC, f.chunk_id)::int AS pos,
                count(*) OVER ()::int AS total
-        FROM pgrag.hybrid_fusion(query_text, query_embedding, collection_ids, filters, rrf_k,
-                                 lexical_weight, semantic_weight, pool_size, min_similarity,
-                                 embedding_model, fusion, coverage_gain, max_lexical_share,
-                                 query_lang, proximity_weight,
-                                 bm25_k1 => hybrid_search_detail.bm25_k1,
-                                 bm25_b => hybrid_search_detail.bm25_b,
-                                 candidate_budget => hybrid_search_detail.candidate_budget,
-                                 rescore_size => hybrid_search_detail.rescore_size) f
+        FROM pgrag.hybrid_fusion(
+            query_text => hybrid_search_detail.query_text,
+            query_embedding => hybrid_search_detail.query_embedding,
+            collection_ids => hybrid_search_detail.collection_ids,
+            filters => hybrid_search_detail.filters, rrf_k => hybrid_search_detail.rrf_k,
+            lexical_weight => hybrid_search_detail.lexical_weight,
+            semantic_weight => hybrid_search_detail.semantic_weight,
+            pool_size => hybrid_search_detail.pool_size,
+            min_similarity => hybrid_search_detail.min_similarity,
+            embedding_model => hybrid_search_detail.embedding_model,
+            fusion => hybrid_search_detail.fusion,
+            coverage_gain => hybrid_search_detail.coverage_gain,
+            max_lexical_share => hybrid_search_detail.max_lexical_share,
+            query_lang => hybrid_search_detail.query_lang,
+            proximity_weight => hybrid_search_detail.proximity_weight,
+            bm25_k1 => hybrid_search_detail.bm25_k1, bm25_b => hybrid_search_detail.bm25_b,
+            candidate_budget => hybrid_search_detail.candidate_budget,
+            rescore_size => hybrid_search_detail.rescore_size,
+            proximity_width => hybrid_search_detail.proximity_width) f
     )
     SELECT r.pos, r.chunk_id,
            c.document_id,
            r.lexical_rank, r.lexical_score::float4, r.semantic_rank, r.semantic_score,
            r.fused_score, r.total,
-           coalesce(fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)), r.lexical_share, r.lexical_norm, r.semantic_norm,
+           coalesce(hybrid_search_detail.fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
+           r.lexical_share, r.lexical_norm, r.semantic_norm,
            r.semantic_cosine, r.chunk_lang, r.centred, r.lexical_proximity
     -- each hit's document from its chunk, in the scope's collections: routed to their
     -- shards on Citus (pgrag.chunks_by_id; docs/scale-out.md)
     FROM ranked r
-    JOIN pgrag.chunks_by_id(ARRAY(SELECT x.chunk_id FROM ranked x), collection_ids, false) c
+    JOIN pgrag.chunks_by_id(ids => ARRAY(SELECT x.chunk_id FROM ranked x),
+                            collection_ids => hybrid_search_detail.collection_ids,
+                            with_tsv => false) c
       ON c.id = r.chunk_id
     ORDER BY r.pos
-    LIMIT match_count OFFSET match_offset
+    LIMIT hybrid_search_detail.match_count OFFSET hybrid_search_detail.match_offset
 $$;
 
 -- The ranked page: chunks with both ranks, both raw scores (BM25, cosine similarity) and
@@ -249,10 +273,11 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
     max_lexical_share float8 DEFAULT NULL,
     query_lang        text DEFAULT NULL,
     proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these four: pgrag.lexical_candidates
+    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
     bm25_b            float8 DEFAULT NULL,
     candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL
+    rescore_size      int DEFAULT NULL,
+    proximity_width   int DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,     -- final position, 1-based
     chunk_id         bigint,
@@ -267,15 +292,22 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
 LANGUAGE sql STABLE AS $$
     SELECT d.rank, d.chunk_id, d.document_id, d.lexical_rank, d.lexical_score,
            d.semantic_rank, d.semantic_score, d.fused_score, d.total_candidates
-    FROM pgrag.hybrid_search_detail(query_text, query_embedding, match_count, collection_ids,
-                                    filters, rrf_k, lexical_weight, semantic_weight, pool_size,
-                                    min_similarity, embedding_model, match_offset, fusion,
-                                    coverage_gain, max_lexical_share, query_lang,
-                                    proximity_weight,
-                                    bm25_k1 => hybrid_search.bm25_k1,
-                                    bm25_b => hybrid_search.bm25_b,
-                                    candidate_budget => hybrid_search.candidate_budget,
-                                    rescore_size => hybrid_search.rescore_size) d
+    FROM pgrag.hybrid_search_detail(
+        query_text => hybrid_search.query_text,
+        query_embedding => hybrid_search.query_embedding,
+        collection_ids => hybrid_search.collection_ids, filters => hybrid_search.filters,
+        match_count => hybrid_search.match_count, match_offset => hybrid_search.match_offset,
+        rrf_k => hybrid_search.rrf_k, lexical_weight => hybrid_search.lexical_weight,
+        semantic_weight => hybrid_search.semantic_weight, pool_size => hybrid_search.pool_size,
+        min_similarity => hybrid_search.min_similarity,
+        embedding_model => hybrid_search.embedding_model, fusion => hybrid_search.fusion,
+        coverage_gain => hybrid_search.coverage_gain,
+        max_lexical_share => hybrid_search.max_lexical_share,
+        query_lang => hybrid_search.query_lang,
+        proximity_weight => hybrid_search.proximity_weight, bm25_k1 => hybrid_search.bm25_k1,
+        bm25_b => hybrid_search.bm25_b, candidate_budget => hybrid_search.candidate_budget,
+        rescore_size => hybrid_search.rescore_size,
+        proximity_width => hybrid_search.proximity_width) d
 $$;
 
 -- Documents ranked by their best chunk (scope => 'documents'): one row per document.
@@ -301,7 +333,8 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
     bm25_k1             float8 DEFAULT NULL,
     bm25_b              float8 DEFAULT NULL,
     candidate_budget    float8 DEFAULT NULL,
-    rescore_size        int DEFAULT NULL
+    rescore_size        int DEFAULT NULL,
+    proximity_width     int DEFAULT NULL
 ) RETURNS TABLE (
     rank            int,
     document_id     uuid,
@@ -317,23 +350,37 @@ CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
 LANGUAGE sql STABLE AS $$
     WITH hits AS (
         SELECT h.*, row_number() OVER (PARTITION BY h.document_id ORDER BY h.rank) AS nth
+        -- the arguments qualified: a bare name would read a column of the same name
         FROM pgrag.fusion_defaults() fd,
-             pgrag.hybrid_search(query_text, query_embedding,
-                                 coalesce(pool_size, fd.pool_size) * 2, collection_ids,
-                                 filters, rrf_k, lexical_weight, semantic_weight, pool_size,
-                                 min_similarity, embedding_model, 0, fusion, coverage_gain,
-                                 max_lexical_share, query_lang, proximity_weight,
-                                 bm25_k1 => hybrid_search_documents.bm25_k1,
-                                 bm25_b => hybrid_search_documents.bm25_b,
-                                 candidate_budget => hybrid_search_documents.candidate_budget,
-                                 rescore_size => hybrid_search_documents.rescore_size) h
+             pgrag.hybrid_search(
+                 match_count => coalesce(hybrid_search_documents.pool_size, fd.pool_size) * 2,
+                 match_offset => 0, pool_size => hybrid_search_documents.pool_size,
+                 query_text => hybrid_search_documents.query_text,
+                 query_embedding => hybrid_search_documents.query_embedding,
+                 collection_ids => hybrid_search_documents.collection_ids,
+                 filters => hybrid_search_documents.filters,
+                 rrf_k => hybrid_search_documents.rrf_k,
+                 lexical_weight => hybrid_search_documents.lexical_weight,
+                 semantic_weight => hybrid_search_documents.semantic_weight,
+                 min_similarity => hybrid_search_documents.min_similarity,
+                 embedding_model => hybrid_search_documents.embedding_model,
+                 fusion => hybrid_search_documents.fusion,
+                 coverage_gain => hybrid_search_documents.coverage_gain,
+                 max_lexical_share => hybrid_search_documents.max_lexical_share,
+                 query_lang => hybrid_search_documents.query_lang,
+                 proximity_weight => hybrid_search_documents.proximity_weight,
+                 bm25_k1 => hybrid_search_documents.bm25_k1,
+                 bm25_b => hybrid_search_documents.bm25_b,
+                 candidate_budget => hybrid_search_documents.candidate_budget,
+                 rescore_size => hybrid_search_documents.rescore_size,
+                 proximity_width => hybrid_search_documents.proximity_width) h
     ),
     docs AS (
         SELECT b.document_id, b.chunk_id AS best, b.lexical_rank, b.lexical_score,
                b.semantic_rank, b.semantic_score, b.fused_score, b.rank AS best_rank,
                (SELECT array_agg(x.chunk_id ORDER BY x.rank) FROM hits x
                  WHERE x.document_id = b.document_id
-                   AND x.nth <= coalesce(chunks_per_document,
+                   AND x.nth <= coalesce(hybrid_search_documents.chunks_per_document,
                                          (SELECT d.chunks_per_document
                                           FROM pgrag.fusion_defaults() d))) AS chunk_ids
         FROM hits b
@@ -344,5 +391,5 @@ LANGUAGE sql STABLE AS $$
            count(*) OVER ()::int
     FROM docs d
     ORDER BY d.best_rank
-    LIMIT match_count OFFSET match_offset
+    LIMIT hybrid_search_documents.match_count OFFSET hybrid_search_documents.match_offset
 $$;

@@ -1,8 +1,8 @@
 -- Why did a logged search rank what it ranked? Replays it from pgrag.search_log.
 --   SELECT * FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log));
 
--- A logged search replayed with its logged fusion arguments (pgrag.fusion_defaults() for those
--- the log does not hold)
+-- A logged search replayed with its logged ranking arguments, every column of
+-- pgrag.fusion_defaults() (today's defaults for those an older log does not hold)
 -- and showing the per-query lexical share, the normalised leg scores behind fused_score and
 -- the languages of query and chunk (with whether the semantic score was language-centred)
 -- and how close together the chunk holds the query's words (lexical_proximity);
@@ -54,20 +54,22 @@ LANGUAGE sql STABLE AS $$
     fused AS (
         SELECT f.*, row_number() OVER (ORDER BY f.fused_score DESC, f.chunk_id)::int AS pos
         FROM p CROSS JOIN LATERAL pgrag.hybrid_fusion(
-            p.query,
-            CASE WHEN p.sw = 0 THEN NULL ELSE p.query_embedding END,
-            (SELECT array_agg(x::bigint)
-               FROM jsonb_array_elements_text(nullif(p.params -> 'collection_ids', 'null')) x),
-            coalesce(p.params -> 'filters', '{}'::jsonb),
-            p.k, p.lw, p.sw,
-            (p.params ->> 'pool_size')::int,
-            (p.params ->> 'min_similarity')::float8,
-            p.params ->> 'embedding_model',
-            p.fu, p.cg, p.ms, p.params ->> 'query_lang', p.pw,
+            query_text => p.query,
+            query_embedding => CASE WHEN p.sw = 0 THEN NULL ELSE p.query_embedding END,
+            collection_ids => (SELECT array_agg(x::bigint) FROM jsonb_array_elements_text(
+                                   nullif(p.params -> 'collection_ids', 'null')) x),
+            filters => coalesce(p.params -> 'filters', '{}'::jsonb),
+            rrf_k => p.k, lexical_weight => p.lw, semantic_weight => p.sw,
+            pool_size => (p.params ->> 'pool_size')::int,
+            min_similarity => (p.params ->> 'min_similarity')::float8,
+            embedding_model => p.params ->> 'embedding_model',
+            fusion => p.fu, coverage_gain => p.cg, max_lexical_share => p.ms,
+            query_lang => p.params ->> 'query_lang', proximity_weight => p.pw,
             bm25_k1 => (p.params ->> 'bm25_k1')::float8,
             bm25_b => (p.params ->> 'bm25_b')::float8,
             candidate_budget => (p.params ->> 'candidate_budget')::float8,
-            rescore_size => (p.params ->> 'rescore_size')::int) f
+            rescore_size => (p.params ->> 'rescore_size')::int,
+            proximity_width => (p.params ->> 'proximity_width')::int) f
     )
     SELECT h.pos, g.rank, h.chunk_id, d.path,
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,

@@ -11,6 +11,7 @@ from pgrag.deadline import within
 from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
 router = APIRouter(tags=["search"])
@@ -34,7 +35,7 @@ async def api_search(
     context: Context,
     caller_scope: Scope,  # not `scope`: that is the query parameter
     q: Annotated[str, Query(min_length=1, max_length=4000)],
-    mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
+    mode: SearchMode = SearchMode.HYBRID,
     scope: Literal["chunks", "documents"] = "chunks",
     limit: Annotated[QueryInt, Query(ge=1, le=50)] = 5,
     folder: str | None = None,

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from pgrag.errors import Forbidden, InvalidArgument
+from pgrag.search.modes import SearchMode, mode_spec
 from pgrag.services.eval_sets import earlier_runs, list_sets, run_set, save_cases
 from pgrag.services.evaluation import (
     EVAL_MODES,
@@ -31,7 +32,7 @@ Page = Annotated[View, Depends(view_of)]
 MAX_QUERIES = 200  # one request; larger sets belong to `pgrag eval`
 MAX_FILE_BYTES = 2_000_000
 EVAL_TIMEOUT_S = 300.0
-FORM_MODES = tuple(m for m in EVAL_MODES if m != "regex")  # regex lines name their mode
+FORM_MODES = tuple(m for m in EVAL_MODES if not mode_spec(m).pattern)  # regex lines name theirs
 Name = Annotated[str, Form(max_length=200)]
 
 
@@ -99,7 +100,7 @@ async def eval_run(
 ) -> Response:
     """Pasted or uploaded queries (kept in the set named, if one is), else the named set."""
     checked_post(view, csrf)
-    chosen = [m for m in (modes or ["hybrid"]) if m in FORM_MODES] or ["hybrid"]
+    chosen = [SearchMode(m) for m in modes or () if m in FORM_MODES] or [SearchMode.HYBRID]
     search, scope = view.context.search, collection or None
     if queries.strip() or (file is not None and file.filename):
         parsed = await _queries(queries, file)

@@ -12,7 +12,8 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from pgrag.errors import InvalidArgument
-from pgrag.search.models import Scope, SearchMode, SearchRequest
+from pgrag.search.models import Scope, SearchRequest
+from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
@@ -33,7 +34,6 @@ FORM_FIELDS = (
     "why_not",
 )
 DEFAULTS = {"mode": "hybrid", "scope": "chunks", "limit": "10", "max_tokens": "4000"}
-EXPLAINED_MODES = ("hybrid", "semantic", "keyword", "exact")  # pgrag.explain_search replays
 
 
 def _request(form: dict[str, str]) -> SearchRequest:
@@ -64,7 +64,7 @@ async def search_page(view: Page) -> Response:
     values: dict[str, Any] = {
         "nav": "search",
         "form": form,
-        "modes": get_args(SearchMode),
+        "modes": [m.value for m in SearchMode],
         "scopes": get_args(Scope),
     }
     if not form["q"]:
@@ -77,7 +77,7 @@ async def search_page(view: Page) -> Response:
     )
     data = page.data
     values.update(data=data, keywords=_keywords(data.results))
-    if data.search_id is not None and req.mode in EXPLAINED_MODES and req.scope == "chunks":
+    if data.search_id is not None and not req.spec.pattern and req.scope == "chunks":
         parts = await score_parts(view.context.pool, data.search_id)
         values.update(
             parts={p.chunk_id: p for p in parts},

@@ -63,11 +63,7 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
             out.reasons.append(("why_filter", ", ".join(f"{k}={v}" for k, v in active.items())))
     if out.best is None:
         out.reasons.append(("why_no_match", ""))
-    elif (
-        out.best.explain
-        and out.best.explain.semantic_score is None
-        and req.normalised_mode != "keyword"
-    ):
+    elif out.best.explain and out.best.explain.semantic_score is None and req.spec.semantic:
         out.reasons.append(("why_not_embedded", ""))
     if not out.reasons and out.shown_rank is None:
         out.reasons.append(("why_ranked_lower", ""))

@@ -13,6 +13,7 @@ from pgrag.mcp.paged import Page
 from pgrag.mcp.schemas import EmbeddingData
 from pgrag.mcp.toolsets.core.common import MaxTokens, Token, result
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
 
@@ -27,7 +28,7 @@ async def search(
         ),
     ],
     ctx: Context[Any, Any],
-    mode: Literal["hybrid", "semantic", "keyword", "exact", "regex"] = "hybrid",
+    mode: SearchMode = SearchMode.HYBRID,
     scope: Literal["chunks", "documents"] = "chunks",
     limit: Annotated[int, Field(ge=1, le=50)] = 5,
     threshold: Annotated[

@@ -1,0 +1,69 @@
+"""The search modes, in one table: which legs a mode runs, whether it needs the query's
+vector, which SQL ranks it and which score its hits show. Engine, ranking, hits, CLI,
+evaluation and every transport read a mode's behaviour here, never from its name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+    EXACT = "exact"  # another name for keyword
+    REGEX = "regex"
+
+
+class Ranker(StrEnum):
+    """The SQL that orders a mode's hits (search/sql.py)."""
+
+    FUSION = "fusion"  # pgrag.hybrid_search / hybrid_search_documents, legs weighted
+    REGEX = "regex"  # pgrag.regex_search, by matches
+
+
+class ShownScore(StrEnum):
+    """The number a hit shows as `score`: what its mode ranked by."""
+
+    FUSED = "fused"
+    SEMANTIC = "semantic"  # cosine similarity
+    LEXICAL = "lexical"  # BM25 (the fused score when the semantic leg answered instead)
+    MATCHES = "matches"  # regex matches in the chunk
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    name: SearchMode  # what the search reports and logs (exact reports keyword)
+    lexical: bool  # runs the BM25 leg
+    semantic: bool  # runs the vector leg, so it embeds the query first
+    semantic_fallback: bool  # a query without searchable words is answered by the vector leg
+    ranker: Ranker
+    score: ShownScore
+
+    @property
+    def pattern(self) -> bool:
+        """The query is a pattern, not words: no keywords, no language, no explain replay."""
+        return self.ranker is Ranker.REGEX
+
+
+_KEYWORD = ModeSpec(SearchMode.KEYWORD, True, False, True, Ranker.FUSION, ShownScore.LEXICAL)
+MODES: dict[SearchMode, ModeSpec] = {
+    SearchMode.HYBRID: ModeSpec(
+        SearchMode.HYBRID, True, True, False, Ranker.FUSION, ShownScore.FUSED
+    ),
+    SearchMode.SEMANTIC: ModeSpec(
+        SearchMode.SEMANTIC, False, True, False, Ranker.FUSION, ShownScore.SEMANTIC
+    ),
+    SearchMode.KEYWORD: _KEYWORD,
+    SearchMode.EXACT: _KEYWORD,
+    SearchMode.REGEX: ModeSpec(
+        SearchMode.REGEX, False, False, False, Ranker.REGEX, ShownScore.MATCHES
+    ),
+}
+# each mode once, aliases left out, in the order reports list them
+DISTINCT_MODES: tuple[SearchMode, ...] = tuple(m for m, s in MODES.items() if s.name is m)
+
+
+def mode_spec(mode: SearchMode | str) -> ModeSpec:
+    return MODES[SearchMode(mode)]
