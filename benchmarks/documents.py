@@ -34,6 +34,7 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.local import LocalE5Provider
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
+from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import Outcome, parse_queries, report, run_queries
 from pgrag.settings import load_settings
 
@@ -53,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def ingest_and_evaluate(
-    dsn: str, root: Path, modes: list[str], queries_path: Path
+    dsn: str, root: Path, modes: list[SearchMode], queries_path: Path
 ) -> dict[str, Any]:
     queries = parse_queries(queries_path.read_text(encoding="utf-8"), queries_path.name)
     provider = LocalE5Provider()
@@ -120,7 +121,7 @@ def save(path: Path, label: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = [SearchMode(m.strip()) for m in args.modes.split(",") if m.strip()]
     started = time.perf_counter()
     load = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="pgrag-docbench-") as tmp:

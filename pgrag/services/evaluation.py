@@ -241,9 +241,8 @@ async def _resolve(
 
 def modes_for(q: EvalQuery, modes: Sequence[SearchMode]) -> list[SearchMode]:
     """A line's own mode wins; pattern modes (regex) only run for lines that ask for them."""
-    if q.mode:
-        return [mode_spec(q.mode).name]
-    return [m for m in modes if not mode_spec(m).pattern]
+    specs = [mode_spec(q.mode)] if q.mode else [mode_spec(m) for m in modes]
+    return [s.name for s in specs if q.mode or not s.pattern]
 
 
 async def run_queries(

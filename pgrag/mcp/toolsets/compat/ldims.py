@@ -24,6 +24,7 @@ from pgrag.mcp.toolsets.compat.ldims_content import iso, register_extracted_cont
 from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.search.engine import SearchPage
 from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.store import compat as store
 from pgrag.store.compat import DocumentDetails
@@ -279,7 +280,7 @@ async def search_documents(
     content = content_mode or state.search.default_content_mode
     req = SearchRequest(
         query=query,
-        mode="keyword" if search_mode == "exact" else "hybrid",
+        mode=SearchMode.KEYWORD if search_mode == "exact" else SearchMode.HYBRID,
         scope="documents",
         limit=maxResults,
         filters=_filters(filters),
