@@ -165,3 +165,37 @@ def test_ranked_rows_are_read_by_name_and_sql_is_composed_not_edited() -> None:
     assert "args_row" not in source
     assert ".replace(" not in (search / "sql.py").read_text(encoding="utf-8")
     assert "NULL::" not in (search / "sql.py").read_text(encoding="utf-8")
+
+
+SQL_FUNCTIONS = PGRAG.parent / "sql" / "functions"
+HYBRID_CALL = re.compile(r"pgrag\.(hybrid_\w+|lexical_candidates|semantic_candidates)\s*\(")
+
+
+def _arguments(text: str, start: int) -> list[str]:
+    """The top-level arguments of the call whose '(' is at text[start - 1]."""
+    depth, args, current = 0, [], ""
+    for ch in text[start:]:
+        if ch == ")" and depth == 0:
+            return [*args, current.strip()]
+        depth += (ch in "([") - (ch in ")]")
+        if ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    raise AssertionError("unbalanced call")
+
+
+def test_the_ranking_functions_call_one_another_by_argument_name() -> None:
+    """A positional call shifts silently when an argument is added before the ones it
+    passes (the hybrid functions and the explain replay; psql examples may be positional)."""
+    positional = []
+    for path in (SQL_FUNCTIONS / "40_hybrid.sql", SQL_FUNCTIONS / "50_explain.sql"):
+        text = re.sub(r"--[^\n]*", "", path.read_text(encoding="utf-8"))
+        for call in HYBRID_CALL.finditer(text):
+            line_start = text.rfind("\n", 0, call.start()) + 1
+            if text[line_start : call.start()].lstrip().startswith("CREATE"):
+                continue  # the function's own definition
+            args = _arguments(text, call.end())
+            positional += [f"{path.name}: {call.group(1)}({a})" for a in args if "=>" not in a]
+    assert positional == []
