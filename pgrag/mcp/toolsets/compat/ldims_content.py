@@ -118,8 +118,8 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
         raise _resource_error(as_pgrag_error(exc, trace_id), uri) from exc
     meta = {
         "documentId": doc.id,
-        "documentName": doc.row["name"],
-        "extractedAt": iso(doc.row["ingested_at"]),
+        "documentName": doc.row.name,
+        "extractedAt": iso(doc.row.ingested_at),
         "format": doc.file_type,
     }
     return text, meta

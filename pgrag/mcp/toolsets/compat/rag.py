@@ -257,7 +257,7 @@ async def get_document(
     return RagDocumentResponse(  # type: ignore[return-value]  # see compat_tool
         document=RagDocument(
             id=int_id(doc.id),
-            filename=doc.row["name"],
+            filename=doc.row.name,
             file_type=doc.file_type,
             content=content,
             metadata=jsonable(docs.metadata(doc)),
