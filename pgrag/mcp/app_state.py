@@ -5,33 +5,27 @@ itself, the read-only rule and the time limits live in pgrag/services/context.py
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
-from psycopg.types.json import Jsonb
 
 from pgrag.deadline import within
 from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
+from pgrag.services.audit import record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
 from pgrag.services.identity import current_caller, current_scope
 
-log = logging.getLogger(__name__)
 P = ParamSpec("P")
 V = TypeVar("V")
 V_in = TypeVar("V_in", contravariant=True)
 A = TypeVar("A")
 
-AUDIT_SQL = """
-INSERT INTO pgrag.audit_log (tool, arguments, caller, duration_ms, outcome, trace_id)
-VALUES (%s, %s, %s, %s, %s, %s)
-"""
 ELIDE_KEYS = {"content", "text", "patch", "data"}
 
 
@@ -103,24 +97,6 @@ def _sanitised(value: Any) -> Any:
     return value
 
 
-async def _audit(
-    state: AppContext,
-    tool: str,
-    args: dict[str, Any],
-    caller: str,
-    ms: float,
-    outcome: str,
-    trace_id: str,
-) -> None:
-    try:
-        async with state.pool.connection(timeout=2) as conn:
-            await conn.execute(
-                AUDIT_SQL, (tool, Jsonb(_sanitised(_elide(args))), caller, ms, outcome, trace_id)
-            )
-    except Exception:  # auditing must not turn a good answer into an error
-        log.warning("audit write failed for %s", tool, exc_info=True)
-
-
 class ResultShape(Protocol[V_in, A]):
     """How a tool body's value and its failures become the tool's answer: pgrag's envelope
     (`ENVELOPE`) or a compatibility toolset's own shape."""
@@ -176,10 +152,10 @@ def tool_call(
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
-            await _audit(
-                state_of(ctx),
+            await record_tool_call(
+                state_of(ctx).pool,
                 tool,
-                jsonable({k: v for k, v in kwargs.items() if k != "ctx"}),
+                _sanitised(_elide(jsonable({k: v for k, v in kwargs.items() if k != "ctx"}))),
                 caller_of(ctx),
                 round((time.perf_counter() - started) * 1000, 2),
                 outcome,
