@@ -97,11 +97,7 @@ class Ingestor:
 
     async def collection(self) -> Collection:
         if self._collection is None:
-            dims = (
-                self.provider.dimensions
-                if not hasattr(self.provider, "probe_dimensions")
-                else await self.provider.probe_dimensions()
-            )
+            dims = await self.provider.probe_dimensions()
             async with self.pool.connection() as conn:
                 self._collection = await ensure_collection(
                     conn, self.collection_name, self.provider, dims

@@ -82,11 +82,6 @@ def index_name(set_id: int) -> str:
     return f"embeddings_hnsw_{set_id}"
 
 
-async def provider_dimensions(provider: EmbeddingProvider) -> int:
-    probe = getattr(provider, "probe_dimensions", None)
-    return int(await probe()) if probe is not None else provider.dimensions
-
-
 class _Run:
     """The state of one reindex: the connection it holds, the set it fills, its counts."""
 
@@ -233,7 +228,7 @@ async def _rebuild(
     batch: int,
     report: Reporter,
 ) -> ReindexResult:
-    dims = await provider_dimensions(provider)
+    dims = await provider.probe_dimensions()
     set_id = await prepare_set(conn, col.id, provider.model, dims)
     result = ReindexResult(col.name, set_id, provider.model, dims, previous_model=col.model)
     run = _Run(conn, provider, result, col.id, batch, report)
