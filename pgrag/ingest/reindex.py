@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -43,7 +44,7 @@ CATCH_UP_PASSES = 5
 
 @dataclass(frozen=True)
 class ReindexEvent:
-    kind: str  # "start" | "batch" | "switch" | "drop"
+    kind: Literal["start", "batch", "switch", "drop"]
     done: int = 0  # chunks of the collection with an embedding in the new set
     total: int = 0  # chunks of the collection (grows if ingestion adds some meanwhile)
 
