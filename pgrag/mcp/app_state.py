@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from mcp.server.mcpserver import Context
@@ -27,6 +28,12 @@ V_in = TypeVar("V_in", contravariant=True)
 A = TypeVar("A")
 
 ELIDE_KEYS = {"content", "text", "patch", "data"}
+_current_tool: ContextVar[str] = ContextVar("pgrag_current_tool")
+
+
+def current_tool() -> str:
+    """The name of the tool whose body is running (set by `tool_call`)."""
+    return _current_tool.get()
 
 
 def state_of(ctx: Context[Any, Any]) -> AppContext:
@@ -134,22 +141,28 @@ ENVELOPE = EnvelopeShape()
 
 
 def tool_call(
-    tool: str, shape: ResultShape[V, A], timeout: float = DEFAULT_TIMEOUT_S
+    shape: ResultShape[V, A], timeout: float = DEFAULT_TIMEOUT_S, *, name: str | None = None
 ) -> Callable[[Callable[..., Awaitable[V]]], Callable[..., Awaitable[CallToolResult]]]:
     """Run a tool body under a timeout, map every failure to a stable code, count and audit
-    the call; `shape` makes the answer (the body's keyword `ctx` is the MCP context)."""
+    the call; `shape` makes the answer (the body's keyword `ctx` is the MCP context). The
+    tool is named after the body unless `name` says otherwise."""
 
     def decorate(body: Callable[..., Awaitable[V]]) -> Callable[..., Awaitable[CallToolResult]]:
+        tool = name or body.__name__
+
         @functools.wraps(body)
         async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
             started = time.perf_counter()
             trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
+            running = _current_tool.set(tool)
             try:
                 value = await within(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
+            finally:
+                _current_tool.reset(running)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
             await record_tool_call(
@@ -169,9 +182,9 @@ def tool_call(
 
 
 def enveloped(
-    tool: str, timeout: float = DEFAULT_TIMEOUT_S
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
     """`tool_call` answering in pgrag's envelope. The body returns an Envelope; its return
     annotation is what the SDK publishes (the wrapper's CallToolResult and output schema),
     hence `Any` here."""
-    return tool_call(tool, ENVELOPE, timeout)
+    return tool_call(ENVELOPE, timeout)

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
-from pgrag.mcp.app_state import scope_of, state_of
+from pgrag.mcp.app_state import current_tool, scope_of, state_of
 from pgrag.mcp.envelope import (
     MAX_RESPONSE_TOKENS,
     Continuation,
@@ -67,8 +67,10 @@ class PagedCall:
     offset: int
 
     @classmethod
-    def of(cls, ctx: Context[Any, Any], tool: str, token: str | None, *request: Any) -> PagedCall:
-        state = state_of(ctx)
+    def of(cls, ctx: Context[Any, Any], token: str | None, *request: Any) -> PagedCall:
+        """The call of the running tool, continuing `token` if one was given; `request`: the
+        arguments the token is bound to."""
+        state, tool = state_of(ctx), current_tool()
         fp = fingerprint([tool, *request, scope_of(ctx)])
         offset = int(state.codec.decode(token, tool, fp).get("o", 0)) if token else 0
         return cls(state, tool, fp, offset)

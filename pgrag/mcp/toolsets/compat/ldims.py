@@ -297,6 +297,6 @@ async def search_documents(
 def register(server: MCPServer[Any]) -> None:
     """Publish searchDocuments and the extracted_content resource template."""
     server.tool(name="searchDocuments", annotations=READ_ONLY, description=SEARCH_DESCRIPTION)(
-        compat_tool("searchDocuments", timeout=SEARCH_TIMEOUT_S)(search_documents)
+        compat_tool(SEARCH_TIMEOUT_S, name="searchDocuments")(search_documents)
     )
     register_extracted_content(server)

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_trace_id
+from pgrag.mcp import sdk
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.services import documents as docs
@@ -131,4 +132,4 @@ def register_extracted_content(server: MCPServer[Any]) -> None:
         description=RESOURCE_DESCRIPTION,
         mime_type="text/plain",
     )
-    server._resource_manager._templates[template.uri_template] = template
+    sdk.add_resource_template(server, template)

@@ -253,10 +253,7 @@ def register(server: MCPServer[Any]) -> None:
         (get_document, GET_DESCRIPTION, DEFAULT_TIMEOUT_S),
     ]
     for handler, description, timeout in tools:
-        name = handler.__name__
-        server.tool(name=name, annotations=READ_ONLY, description=description)(
-            compat_tool(name, timeout=timeout)(handler)
-        )
+        server.tool(annotations=READ_ONLY, description=description)(compat_tool(timeout)(handler))
 
 
 def _ms(started: float) -> int:

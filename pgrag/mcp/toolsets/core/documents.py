@@ -27,7 +27,7 @@ ROWS_PER_READ = 200  # listed per page at most; one more is read to know there a
 CHUNK_LOCATION_KEYS = ("page", "section", "sheet", "row_start", "row_end", "slide", "token_count")
 
 
-@enveloped("list_folders")
+@enveloped()
 async def list_folders(ctx: Context[Any, Any]) -> result(FoldersData):  # type: ignore[valid-type]
     """List the folders of the knowledge base with how many documents each holds. Use it
     to explore what exists before list_documents."""
@@ -35,7 +35,7 @@ async def list_folders(ctx: Context[Any, Any]) -> result(FoldersData):  # type: 
     return Envelope[FoldersData](data=FoldersData(folders=[FolderItem(**r) for r in rows]))
 
 
-@enveloped("list_documents")
+@enveloped()
 async def list_documents(
     ctx: Context[Any, Any],
     folder: Annotated[
@@ -48,7 +48,7 @@ async def list_documents(
 ) -> result(DocumentsData):  # type: ignore[valid-type]
     """List documents (name, document_id, type, status, modified) in a folder, paged by
     token budget. Use the document_id with the get_* tools."""
-    call = PagedCall.of(ctx, "list_documents", continuation_token, folder, file_type, status)
+    call = PagedCall.of(ctx, continuation_token, folder, file_type, status)
     rows = await docs.listing(
         call.state.pool,
         scope_of(ctx),
@@ -79,7 +79,7 @@ def _document_item(r: dict[str, Any]) -> DocumentItem:
     )
 
 
-@enveloped("get_document_outline")
+@enveloped()
 async def get_document_outline(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -99,7 +99,7 @@ async def get_document_outline(
     )
 
 
-@enveloped("get_document_data")
+@enveloped()
 async def get_document_data(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -113,7 +113,7 @@ async def get_document_data(
     """A document's extracted text (format=raw), its indexed chunks with locations
     (format=chunks) or its metadata (format=metadata), paged by token budget. Best for
     txt, md, html, xml; use get_pages / get_sheet_data / get_slides for structured files."""
-    call = PagedCall.of(ctx, "get_document_data", continuation_token, document_id, format, section)
+    call = PagedCall.of(ctx, continuation_token, document_id, format, section)
     if format == "metadata":
         doc = await docs.find(call.state.pool, scope_of(ctx), document_id)
         return Envelope[DocumentContentData](

@@ -15,7 +15,7 @@ from pgrag.services import pages
 from pgrag.services.ranges import parse_cell_range
 
 
-@enveloped("get_pages")
+@enveloped()
 async def get_pages(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -27,7 +27,7 @@ async def get_pages(
 ) -> result(PagesData):  # type: ignore[valid-type]
     """Page-by-page text of a paginated document (pdf, docx, txt), e.g. the pages a
     bookmark or a search hit points to. Paged by token budget."""
-    call = PagedCall.of(ctx, "get_pages", continuation_token, document_id, page_range)
+    call = PagedCall.of(ctx, continuation_token, document_id, page_range)
     chosen = await pages.read_pages(call.state.pool, scope_of(ctx), document_id, page_range)
     wanted = [PageItem(page_number=p, content=t) for p, t in chosen.pages]
     page = call.cut(
@@ -45,7 +45,7 @@ async def get_pages(
     )
 
 
-@enveloped("get_sheet_data")
+@enveloped()
 async def get_sheet_data(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -60,9 +60,7 @@ async def get_sheet_data(
 ) -> result(SheetData):  # type: ignore[valid-type]
     """Rows of a spreadsheet (xlsx, xls, ods, csv) as displayed, with the header row,
     optionally limited to a sheet and an A1 cell range; paged by token budget."""
-    call = PagedCall.of(
-        ctx, "get_sheet_data", continuation_token, document_id, sheet_name, cell_range
-    )
+    call = PagedCall.of(ctx, continuation_token, document_id, sheet_name, cell_range)
     bounds = parse_cell_range(cell_range)
     sheet = await pages.read_sheet(
         call.state.pool, scope_of(ctx), document_id, sheet_name, bounds, call.offset
@@ -83,7 +81,7 @@ async def get_sheet_data(
     )
 
 
-@enveloped("get_slides")
+@enveloped()
 async def get_slides(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -94,7 +92,7 @@ async def get_slides(
     continuation_token: Token = None,
 ) -> result(SlidesData):  # type: ignore[valid-type]
     """Slides of a presentation (pptx, odp, ppt): number, title, text and speaker notes."""
-    call = PagedCall.of(ctx, "get_slides", continuation_token, document_id, slide_numbers)
+    call = PagedCall.of(ctx, continuation_token, document_id, slide_numbers)
     chosen = await pages.read_slides(call.state.pool, scope_of(ctx), document_id, slide_numbers)
     items = [
         SlideItem(slide_number=s.number, title=s.title, content=s.content, notes=s.notes)

@@ -18,7 +18,7 @@ from pgrag.services.status import report_for
 MESSAGES = {"ready": "DOCUMENT_READY", "failed": "DOCUMENT_FAILED"}
 
 
-@enveloped("get_status")
+@enveloped()
 async def get_status(
     ctx: Context[Any, Any],
     document_id: Annotated[
