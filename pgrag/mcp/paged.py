@@ -14,12 +14,11 @@ from pydantic import BaseModel
 from pgrag.mcp.app_state import current_tool, scope_of, state_of
 from pgrag.mcp.envelope import (
     MAX_RESPONSE_TOKENS,
-    Continuation,
     Envelope,
     page_actions,
     page_status,
 )
-from pgrag.paging import fingerprint, fit_to_budget, item_tokens
+from pgrag.paging import Continuation, fingerprint, fit_to_budget, item_tokens
 from pgrag.services.context import AppContext
 from pgrag.tokens import count_json_tokens
 
