@@ -30,8 +30,9 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.citus import CitusCluster, explain, fresh_database, migrate, task_count
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 FOLDERS: dict[str, dict[str, str]] = {
     "legal": {

@@ -39,8 +39,9 @@ from pgrag.services.graph import GraphService
 from pgrag.services.retention import prune_logs
 from pgrag.services.saved import DocumentPatch, NewDocument, SavedDocuments
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.citus import CitusCluster, fresh_database, migrate
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 SECTIONS = "\n\n".join(
     f"## Step {i}: {topic}\n\nThe {topic} step of the contract review checks the supplier "

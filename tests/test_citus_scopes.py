@@ -47,8 +47,8 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from pgrag.store.compat import ready_documents
-from tests.conftest import pgrag_cmd
 from tests.support.citus import CitusCluster, fresh_database
+from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import (
     API_KEYS,
     BULK_COLLECTION,

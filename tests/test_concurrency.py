@@ -51,7 +51,7 @@ from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services import documents as docs
 from pgrag.settings import Settings, load_settings
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 pytestmark = pytest.mark.anyio
 

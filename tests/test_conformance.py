@@ -24,7 +24,7 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import CORE_TOOLS, HttpServer, child_env, http_server
 from tests.support.prerequisites import NODE22
 

@@ -30,7 +30,6 @@ from pgrag.embeddings.remote import LiteLLMProvider
 from pgrag.ingest.pipeline import Ingestor, IngestSummary, Outcome
 from pgrag.settings import load_settings
 from pgrag.tokens import count_tokens
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.fixtures.knowledge_base import (
     EXPECTED_ABSENT,
     EXPECTED_EMPTY,
@@ -43,6 +42,8 @@ from tests.fixtures.knowledge_base import (
     build_knowledge_base,
     expected_outlines,
 )
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio

@@ -54,7 +54,8 @@ from schemathesis.checks import (
 )
 
 from pgrag.errors import ErrorCode
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import (
     FULL_KEY,
     HASH_MODEL,

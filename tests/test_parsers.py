@@ -14,15 +14,8 @@ import zipfile
 
 import pytest
 
-from pgrag.ingest.parsers import (
-    CORRUPT_FILE,
-    ENCRYPTED,
-    SUPPORTED_EXTENSIONS,
-    UNREADABLE,
-    UNSUPPORTED_FORMAT,
-    ParseError,
-    parse,
-)
+from pgrag.errors import ErrorCode
+from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS, ParseError, parse
 
 # ---------------------------------------------------------------- builders
 
@@ -211,7 +204,7 @@ def test_pdf_encryption(tmp_path):
         writer = PdfWriter(clone_from=PdfReader(plain))
         writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
         writer.write(tmp_path / name)
-    assert code_of(tmp_path / "locked.pdf") == ENCRYPTED
+    assert code_of(tmp_path / "locked.pdf") == ErrorCode.ENCRYPTED
     opened = parse(tmp_path / "owner_only.pdf")  # empty user password: readable
     assert "Introduction on page 1" in opened.units[0].body
 
@@ -219,8 +212,8 @@ def test_pdf_encryption(tmp_path):
 def test_pdf_corrupt_and_empty(tmp_path):
     (tmp_path / "junk.pdf").write_bytes(os.urandom(2048))
     (tmp_path / "empty.pdf").write_bytes(b"")
-    assert code_of(tmp_path / "junk.pdf") == CORRUPT_FILE
-    assert code_of(tmp_path / "empty.pdf") == CORRUPT_FILE
+    assert code_of(tmp_path / "junk.pdf") == ErrorCode.CORRUPT_FILE
+    assert code_of(tmp_path / "empty.pdf") == ErrorCode.CORRUPT_FILE
 
 
 # ---------------------------------------------------------------- DOCX
@@ -304,8 +297,8 @@ def test_docx_corrupt(tmp_path):
     data = good.read_bytes()
     (tmp_path / "truncated.docx").write_bytes(data[: len(data) // 2])
     (tmp_path / "empty.docx").write_bytes(b"")
-    assert code_of(tmp_path / "truncated.docx") == CORRUPT_FILE
-    assert code_of(tmp_path / "empty.docx") == CORRUPT_FILE
+    assert code_of(tmp_path / "truncated.docx") == ErrorCode.CORRUPT_FILE
+    assert code_of(tmp_path / "empty.docx") == ErrorCode.CORRUPT_FILE
 
 
 # ---------------------------------------------------------------- PPTX
@@ -401,7 +394,7 @@ def test_xlsx_corrupt(tmp_path):
     (tmp_path / "empty.xlsx").write_bytes(b"")
     (tmp_path / "notes.xlsx").write_text("not a spreadsheet")
     for name in ("random.xlsx", "truncated.xlsx", "empty.xlsx", "notes.xlsx"):
-        assert code_of(tmp_path / name) == CORRUPT_FILE, name
+        assert code_of(tmp_path / name) == ErrorCode.CORRUPT_FILE, name
 
 
 def test_xls_via_xlrd(tmp_path):
@@ -603,7 +596,7 @@ def test_xml_no_external_entities(tmp_path):
         ],
     }
     (tmp_path / "broken.xml").write_text("<a><b></a>")
-    assert code_of(tmp_path / "broken.xml") == CORRUPT_FILE
+    assert code_of(tmp_path / "broken.xml") == ErrorCode.CORRUPT_FILE
 
 
 # ---------------------------------------------------------------- dispatcher, legacy
@@ -612,9 +605,9 @@ def test_xml_no_external_entities(tmp_path):
 def test_unsupported_and_unreadable(tmp_path):
     (tmp_path / "tool.exe").write_bytes(b"MZ")
     (tmp_path / "Makefile").write_text("all:")
-    assert code_of(tmp_path / "tool.exe") == UNSUPPORTED_FORMAT
-    assert code_of(tmp_path / "Makefile") == UNSUPPORTED_FORMAT
-    assert code_of(tmp_path / "missing.pdf") == UNREADABLE
+    assert code_of(tmp_path / "tool.exe") == ErrorCode.UNSUPPORTED_FORMAT
+    assert code_of(tmp_path / "Makefile") == ErrorCode.UNSUPPORTED_FORMAT
+    assert code_of(tmp_path / "missing.pdf") == ErrorCode.UNREADABLE
     assert {
         "pdf",
         "docx",
@@ -637,7 +630,7 @@ def test_legacy_without_libreoffice(tmp_path, monkeypatch):
     path.write_bytes(b"\xd0\xcf\x11\xe0 not really a doc")
     with pytest.raises(ParseError) as info:
         parse(path)
-    assert info.value.code == UNSUPPORTED_FORMAT
+    assert info.value.code == ErrorCode.UNSUPPORTED_FORMAT
     assert "LibreOffice" in info.value.message and ".doc" in info.value.message
 
 
@@ -678,7 +671,7 @@ def test_legacy_conversion_failure_is_corrupt_file(tmp_path, monkeypatch):
     path.write_bytes(b"junk")
     with pytest.raises(ParseError) as info:
         parse(path)
-    assert info.value.code == CORRUPT_FILE
+    assert info.value.code == ErrorCode.CORRUPT_FILE
     assert "could not be loaded" in info.value.message
 
 
@@ -688,4 +681,4 @@ def test_errors_are_never_raw(tmp_path):
     for ext in ("pdf", "docx", "pptx", "xlsx", "xls", "ods"):
         path = tmp_path / f"garbage.{ext}"
         path.write_bytes(garbage)
-        assert code_of(path) == CORRUPT_FILE, ext
+        assert code_of(path) == ErrorCode.CORRUPT_FILE, ext

@@ -48,7 +48,7 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.mcp.toolsets.compat.rag import int_id
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import (
     API_KEYS,
     BULK_COLLECTION,

@@ -32,7 +32,7 @@ from pgrag.search import engine, ranking
 from pgrag.search.engine import SearchPage, SearchService
 from pgrag.search.models import SearchData, SearchHit, SearchRequest
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 FILES: dict[str, tuple[str, datetime]] = {
     "policies/contract_signing.md": (

@@ -28,7 +28,7 @@ from pgrag.search.models import SearchRequest
 from pgrag.services import documents as docs
 from pgrag.settings import load_settings
 from pgrag.tokens import count_tokens
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 WORDS = [
     "contract",
