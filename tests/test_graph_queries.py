@@ -1,4 +1,4 @@
-"""The `graph` toolset's traversal, search and document links, through a real MCP client."""
+"""The graph toolset's traversal, search and document links, through a real MCP client."""
 
 from __future__ import annotations
 

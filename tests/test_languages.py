@@ -24,7 +24,7 @@ from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
 from tests.support.databases import create_database, drop_database
-from tests.test_search import _pool
+from tests.support.search import _pool
 
 pytestmark = pytest.mark.anyio
 

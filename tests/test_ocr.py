@@ -30,7 +30,7 @@ from pgrag.search.models import SearchRequest
 from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from tests.support.databases import create_database, drop_database
-from tests.test_search import _pool
+from tests.support.search import _pool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.requires("tesseract")]
 
