@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -13,14 +12,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from pgrag.db.database import open_database
-from pgrag.embeddings.hashing import HashEmbedder
-from pgrag.ingest.pipeline import Ingestor
-from pgrag.settings import load_settings
 from tests.support.kb_server import (
     API_KEYS,
     FULL_KEY,
-    HASH_MODEL,
     KB_COLLECTION,
     OTHER_TEXT,
     SCOPED_KEY,
@@ -34,7 +28,6 @@ from tests.support.scope_leaks import (
     KB_ROLES,
     NO_ID,
     TOKEN_REQUESTS,
-    WRITABLE_FILES,
     A,
     Probe,
     World,
@@ -595,14 +588,3 @@ async def compat_deployment(dsn: str, *flags: str) -> AsyncIterator[Deployment]:
 async def compat(kb: KnowledgeBase) -> AsyncIterator[Deployment]:
     async with compat_deployment(kb.dsn) as dep:
         yield dep
-
-
-async def _ingest_small(dsn: str, root: Path) -> None:
-    for collection, files in WRITABLE_FILES.items():
-        for rel, text in files.items():
-            (root / collection / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / collection / rel).write_text(text, encoding="utf-8")
-        async with open_database(load_settings(), dsn=dsn) as db:
-            await Ingestor(db.pool, HashEmbedder(HASH_MODEL), collection=collection).run(
-                [root / collection]
-            )

@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from pgrag.db.database import open_database
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.settings import load_settings
 from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import (
     FULL_KEY,
@@ -23,6 +27,7 @@ from tests.support.scope_leaks import (
     CONTRACT_MD,
     COUNT_KEYS,
     DEPLOYMENT_TOOLSETS,
+    WRITABLE_FILES,
     WRITABLE_KEYS,
     WRITABLE_ROLES,
     WRITABLE_TOOLSETS,
@@ -38,7 +43,18 @@ from tests.support.scope_leaks import (
     shape,
     world_of,
 )
-from tests.support.scope_leaks_2 import CASES, PROBES, Deployment, _ingest_small, connected
+from tests.support.scope_leaks_2 import CASES, PROBES, Deployment, connected
+
+
+async def _ingest_small(dsn: str, root: Path) -> None:
+    for collection, files in WRITABLE_FILES.items():
+        for rel, text in files.items():
+            (root / collection / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / collection / rel).write_text(text, encoding="utf-8")
+        async with open_database(load_settings(), dsn=dsn) as db:
+            await Ingestor(db.pool, HashEmbedder(HASH_MODEL), collection=collection).run(
+                [root / collection]
+            )
 
 
 async def _ok(client: Client, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
