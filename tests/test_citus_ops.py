@@ -1,4 +1,4 @@
-"""Everything besides plain search on a real Citus cluster (issue 16, item 2): each test
+"""Everything besides plain search on a real Citus cluster: each test
 does the same thing to a database distributed by collection and to a single server holding
 the same data, and compares what comes out.
 

@@ -1,4 +1,4 @@
-"""Concurrent edits while searching (issue #8, item 6), on a real PostgreSQL.
+"""Concurrent edits while searching, on a real PostgreSQL.
 
 Writers keep re-ingesting new versions of small documents, two writers (tasks, then two
 `pgrag ingest` processes) race on the same paths, and documents are deleted - also while

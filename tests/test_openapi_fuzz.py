@@ -1,4 +1,4 @@
-"""Schemathesis over the REST API's own OpenAPI description (issue #8).
+"""Schemathesis over the REST API's own OpenAPI description.
 
 Every REST operation that `/openapi.json` describes is fuzzed over real HTTP against a real
 `pgrag serve --transport http`: positive and negative inputs that schemathesis derives from

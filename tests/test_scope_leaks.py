@@ -1,4 +1,4 @@
-"""The scope-leak matrix (issue #8 item 5, SPEC §7): a key limited to collection A (`other`)
+"""The scope-leak matrix (SPEC §7): a key limited to collection A (`other`)
 aims every tool, resource and REST route at collections B (`kb`, `bulk`): reads by id, path
 and file name, searches whose only matches are in B (keyword, exact, regex, semantic,
 hybrid), listings and folders, paging with continuation tokens the full key minted for B,

@@ -1,4 +1,4 @@
-"""Search paging is stable (issue 15 item 4): walking every page of a query, whatever the
+"""Search paging is stable: walking every page of a query, whatever the
 mode, scope, collection scope, page size and token budget, returns each hit exactly once,
 in the order one big page would show, with one total on every page.
 
