@@ -1,5 +1,5 @@
 """pgrag on a real local Citus cluster (a coordinator and two workers, built from the
-vendored source by tests/support/citus.py), and docs/scale-out.md.
+vendored source by tests/support/citus.py), as docs/scale-out.md describes it.
 
 - `PGRAG_DISTRIBUTED=true pgrag migrate` distributes the schema of migration 0018 by
   collection (reference tables for the small ones, co-located shards for the large ones);
