@@ -18,7 +18,7 @@ from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
-from pgrag.services.audit import record_tool_call
+from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
 from pgrag.services.identity import current_caller, current_scope
 
@@ -165,15 +165,16 @@ def tool_call(
                 _current_tool.reset(running)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
-            await record_tool_call(
-                state_of(ctx).pool,
+            arguments = jsonable({k: v for k, v in kwargs.items() if k != "ctx"})
+            call = ToolCall(
                 tool,
-                _sanitised(_elide(jsonable({k: v for k, v in kwargs.items() if k != "ctx"}))),
+                _sanitised(_elide(arguments)),
                 caller_of(ctx),
                 round((time.perf_counter() - started) * 1000, 2),
                 outcome,
                 trace_id,
             )
+            await record_tool_call(state_of(ctx).pool, call)
             return result
 
         return wrapper

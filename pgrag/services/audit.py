@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.store import audit as store
+from pgrag.store.audit import ToolCall
+
+__all__ = ["ToolCall", "record_tool_call"]
 
 log = logging.getLogger(__name__)
 
 
-async def record_tool_call(
-    pool: AsyncConnectionPool,
-    tool: str,
-    arguments: dict[str, Any],
-    caller: str,
-    ms: float,
-    outcome: str,
-    trace_id: str,
-) -> None:
+async def record_tool_call(pool: AsyncConnectionPool, call: ToolCall) -> None:
     """One audit row, within 2 s of waiting for a connection; a failure is logged, never
     raised: auditing must not turn a good answer into an error."""
     try:
         async with pool.connection(timeout=2) as conn:
-            await store.record_call(conn, tool, arguments, caller, ms, outcome, trace_id)
+            await store.record_call(conn, call)
     except Exception:
-        log.warning("audit write failed for %s", tool, exc_info=True)
+        log.warning("audit write failed for %s", call.tool, exc_info=True)

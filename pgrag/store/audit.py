@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -13,13 +14,27 @@ VALUES (%s, %s, %s, %s, %s, %s)
 """
 
 
-async def record_call(
-    conn: psycopg.AsyncConnection,
-    tool: str,
-    arguments: dict[str, Any],
-    caller: str,
-    ms: float,
-    outcome: str,
-    trace_id: str,
-) -> None:
-    await conn.execute(AUDIT_SQL, (tool, Jsonb(arguments), caller, ms, outcome, trace_id))
+@dataclass(frozen=True)
+class ToolCall:
+    """One audited call: what was asked (payloads elided), by whom, how long, how it ended."""
+
+    tool: str
+    arguments: dict[str, Any]
+    caller: str
+    duration_ms: float
+    outcome: str
+    trace_id: str
+
+
+async def record_call(conn: psycopg.AsyncConnection, call: ToolCall) -> None:
+    await conn.execute(
+        AUDIT_SQL,
+        (
+            call.tool,
+            Jsonb(call.arguments),
+            call.caller,
+            call.duration_ms,
+            call.outcome,
+            call.trace_id,
+        ),
+    )
