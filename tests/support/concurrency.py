@@ -396,7 +396,7 @@ async def service_reader(db: Database, book: Book, rng: random.Random, paths: li
             clean_error(book, path, before, str(exc.code), "service")
             return
         assert not book.gone_throughout(path, before), f"{path}: resolved after deletion"
-        if doc.row["status"] != "ready":
+        if doc.row.status != "ready":
             clean_error(book, path, before, PROCESSING, "service")
             return
         rows = await docs.chunks(conn, doc.id, after=0, limit=2000)
