@@ -1,4 +1,4 @@
-"""What the distribution key costs, measured on a local Citus cluster (issue 16).
+"""What the distribution key costs, measured on a local Citus cluster.
 
 Loads the same rows (COLLECTIONS collections x CHUNKS chunks, DIMS-dimension random
 vectors, an HNSW index per embedding set, the GIN tsvector index) into a plain database on

@@ -24,7 +24,7 @@ Every run is closed-loop unless paced: with N clients, latency = N / throughput 
 machine is saturated. Prints throughput, p50/p95/p99 latency, errors, CPU per search by side
 (server, clients, PostgreSQL) and the server's peak RSS; in the same run it measures the same
 queries in process (SearchService, no transport), cold and warm, so the transport overhead
-is a ratio. Targets (issue 5): 10 clients p95 <= 150 ms, zero errors, RSS <= 500 MB.
+is a ratio. Targets: 10 clients p95 <= 150 ms, zero errors, RSS <= 500 MB.
 
     python benchmarks/load.py [--clients 10,50] [--searches 250] [--rate 20] [--dsn DSN]
 """

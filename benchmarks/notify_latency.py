@@ -1,5 +1,5 @@
 """How long a change takes to reach the MCP clients of two `pgrag serve` processes, on one
-PostgreSQL (embedded) and on a local Citus cluster (issue 16, item 4; docs/scale-out.md).
+PostgreSQL (embedded) and on a local Citus cluster (docs/scale-out.md).
 
 Two `pgrag serve --transport http` processes against one database, an SDK client on each
 listening with `subscriptions/listen`; a note is saved in this process (the write

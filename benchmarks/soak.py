@@ -8,7 +8,7 @@ temp folder and runs `pgrag ingest` on it (collection `soakwrite`, the hash embe
 the writer exercises the database, not the model), checking after each round that the
 collection matches the folder. Every window it prints searches, errors, p50/p95, the
 server's RSS (process + children), the connections open to the database and the writer's
-progress; at the end p95 drift, RSS drift and the verdicts. Targets (issue 8): zero
+progress; at the end p95 drift, RSS drift and the verdicts. Targets: zero
 errors, RSS growth < 10 %.
 
     python benchmarks/soak.py [--minutes 10] [--clients 10] [--interval 30] [--dsn DSN]

@@ -86,11 +86,7 @@ async def _embedding_check(settings: Settings) -> tuple[Check, int | None]:
     """The model loads and answers; its dimensions, for the collections' check."""
     try:
         provider = make_provider(settings)
-        if hasattr(provider, "probe_dimensions"):
-            dims = await provider.probe_dimensions()
-        else:
-            vec = await provider.embed_query("doctor probe")
-            dims = int(vec.shape[0])
+        dims = int((await provider.embed_query("doctor probe")).shape[0])
         check = Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")
         await provider.aclose()
         return check, dims

@@ -18,6 +18,7 @@ class ErrorCode(StrEnum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
     FORBIDDEN = "FORBIDDEN"
+    INVALID_HOST = "INVALID_HOST"  # a Host header the server does not answer for (421)
     PROCESSING = "PROCESSING"
     CONTENT_UNAVAILABLE = "CONTENT_UNAVAILABLE"
     DB_ERROR = "DB_ERROR"
@@ -28,8 +29,17 @@ class ErrorCode(StrEnum):
     SYMLINK_OUTSIDE_ROOT = "SYMLINK_OUTSIDE_ROOT"
     SYMLINK_NOT_FOLLOWED = "SYMLINK_NOT_FOLLOWED"
     NOT_REGULAR_FILE = "NOT_REGULAR_FILE"
-    TOO_LARGE = "TOO_LARGE"
+    TOO_LARGE = "TOO_LARGE"  # or expands beyond a bound of ingest/parsers/limits.py
     PARSER_CRASHED = "PARSER_CRASHED"
+    IO_ERROR = "IO_ERROR"  # the file could not be opened or hashed
+    # files a parser cannot read (ParseError)
+    CORRUPT_FILE = "CORRUPT_FILE"
+    UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
+    EMPTY_FILE = "EMPTY_FILE"
+    ENCODING_ERROR = "ENCODING_ERROR"
+    ENCRYPTED = "ENCRYPTED"  # password-protected file we cannot open with an empty password
+    UNREADABLE = "UNREADABLE"  # the OS refused to read it (permissions, vanished, a directory)
+    OCR_UNAVAILABLE = "OCR_UNAVAILABLE"  # scanned pages or an image, and no OCR engine
 
 
 class PgragError(Exception):

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
+from pgrag.errors import ErrorCode
+
 T = TypeVar("T")
 
 SEARCH_REQUESTS = Counter(
@@ -58,10 +60,10 @@ def outcome_of(exc: BaseException | None) -> str:
     if isinstance(exc, asyncio.CancelledError):
         return "CANCELLED"
     if isinstance(exc, TimeoutError):
-        return "TIMEOUT"
+        return str(ErrorCode.TIMEOUT)
     import psycopg
 
-    return "DB_ERROR" if isinstance(exc, psycopg.Error) else "INTERNAL"
+    return str(ErrorCode.DB_ERROR if isinstance(exc, psycopg.Error) else ErrorCode.INTERNAL)
 
 
 def observe_search(

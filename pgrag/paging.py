@@ -17,12 +17,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from pgrag.errors import InvalidArgument
 from pgrag.tokens import count_json_tokens, count_tokens
 
 T = TypeVar("T")
 
 TOKEN_VERSION = 1
+
+
+class Continuation(BaseModel):
+    """Whether a paged answer has more, and the token that asks for it (MCP envelopes and
+    REST answers alike)."""
+
+    has_more: bool = False
+    token: str | None = None
 
 
 def _b64(data: bytes) -> str:

@@ -5,19 +5,15 @@ Docker engine answers, else an embedded cluster in a temp dir. Each test that as
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -28,6 +24,17 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 from pgrag.db.database import prepare
 from tests.support import prerequisites
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import (
+    TEMPLATE_DB,
+    admin,
+    create_database,
+    drop_database,
+    with_dbname,
+)
+
+# helpers live in tests/support/; re-exported for tests that still import them from here
+__all__ = ["create_database", "drop_database", "pgrag_cmd", "with_dbname"]
 
 # property-based tests (test_fuzz.py, test_openapi_fuzz.py): HYPOTHESIS_PROFILE=nightly gives
 # 2,500 examples per property, well over 10,000 generated inputs across the suite
@@ -59,10 +66,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     prerequisites.fail_if_missing(item)
 
 
-TEMPLATE_DB = "pgrag_test_template"
-_counter = itertools.count()
-
-
 def _docker_answers() -> bool:
     import gc
     import warnings
@@ -85,12 +88,6 @@ def _docker_answers() -> bool:
         finally:
             client.close()
             gc.collect()
-
-
-def with_dbname(dsn: str, dbname: str) -> str:
-    params = conninfo_to_dict(dsn)
-    params["dbname"] = dbname
-    return make_conninfo(**params)
 
 
 @pytest.fixture(scope="session")
@@ -118,34 +115,15 @@ def server_dsn() -> Iterator[str]:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _admin(server_dsn: str) -> psycopg.Connection:
-    return psycopg.connect(server_dsn, autocommit=True)
-
-
 @pytest.fixture(scope="session")
 def template_dsn(server_dsn: str) -> str:
     """A migrated database that per-test databases are cloned from."""
-    with _admin(server_dsn) as conn:
+    with admin(server_dsn) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
     dsn = with_dbname(server_dsn, TEMPLATE_DB)
     asyncio.run(prepare(dsn))
     return dsn
-
-
-def create_database(server_dsn: str, template: str | None = TEMPLATE_DB) -> str:
-    name = f"pgrag_t{os.getpid()}_{next(_counter)}"
-    with _admin(server_dsn) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        tmpl = f' TEMPLATE "{template}"' if template else ""
-        conn.execute(f'CREATE DATABASE "{name}"{tmpl}')
-    return with_dbname(server_dsn, name)
-
-
-def drop_database(server_dsn: str, dsn: str) -> None:
-    name = conninfo_to_dict(dsn)["dbname"]
-    with _admin(server_dsn) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -167,10 +145,6 @@ def empty_dsn(server_dsn: str) -> Iterator[str]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def pgrag_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pgrag", *args]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pathlib
 from pgrag.ingest.parsers import parse
 from pgrag.ingest.parsers.base import ParsedDocument, Unit
 from pgrag.ingest.prepare import build_chunks, page_paths, section_paths
-from tests.test_parsers import make_docx, make_pdf
+from tests.support.parsers import make_docx, make_pdf
 
 
 def section(title: str | None, level: int | None) -> Unit:

@@ -1,5 +1,5 @@
 """pgrag on a real local Citus cluster (a coordinator and two workers, built from the
-vendored source by tests/support/citus.py), issue 16 and docs/scale-out.md.
+vendored source by tests/support/citus.py), as docs/scale-out.md describes it.
 
 - `PGRAG_DISTRIBUTED=true pgrag migrate` distributes the schema of migration 0018 by
   collection (reference tables for the small ones, co-located shards for the large ones);
@@ -30,8 +30,9 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.citus import CitusCluster, explain, fresh_database, migrate, task_count
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 FOLDERS: dict[str, dict[str, str]] = {
     "legal": {

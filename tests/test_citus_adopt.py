@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import create_database, drop_database
 from tests.support.citus import CitusCluster, fresh_database
+from tests.support.databases import create_database, drop_database
 from tests.test_citus import _cli_migrate, _counts, _ingest, _results
 
 

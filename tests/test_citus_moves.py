@@ -26,13 +26,14 @@ from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services.graph import GraphService
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.citus import (
     CitusCluster,
     ingested_database,
     logged_search,
     three_collections,
 )
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 PROVIDER = HashEmbedder("hash/384")
 FOLDERS = three_collections(6)

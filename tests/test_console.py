@@ -22,8 +22,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page
 
-from tests.conftest import pgrag_cmd
 from tests.support.browser import Tab, chromium, tab
+from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import (
     BULK_COLLECTION,
     FULL_KEY,

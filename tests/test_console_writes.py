@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.conftest import create_database, drop_database
 from tests.support.browser import chromium, tab
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import HASH_MODEL, HttpServer, http_server, writable_http_server
 
 pytestmark = pytest.mark.requires("chromium")

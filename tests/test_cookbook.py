@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 COOKBOOK = ROOT / "docs" / "psql-cookbook.md"

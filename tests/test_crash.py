@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 MODEL = ["--embedding-model", "hash/384"]
 # the embedder is instant; a tiny batch makes the embedding phase of big documents long

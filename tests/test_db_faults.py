@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 from tests.support.servers import free_port, wait_http
 
 MODEL = ["--embedding-model", "hash/384"]

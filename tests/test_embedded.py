@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 
 def _home() -> Path:

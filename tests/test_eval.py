@@ -32,7 +32,7 @@ from pgrag.services.evaluation import (
     parse_queries,
 )
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 REPO = Path(__file__).resolve().parent.parent
 DOCBENCH = REPO / "benchmarks" / "docbench"

@@ -37,7 +37,8 @@ from pgrag.search.keywords import (
 )
 from pgrag.search.models import SearchRequest
 from pgrag.services.ranges import parse_cell_range, parse_number_list
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.servers import free_port, wait_http
 
 STABLE_CODES = {str(c) for c in ErrorCode}
@@ -348,5 +349,16 @@ def test_pgrag_error_codes_are_the_stable_set() -> None:
         "NOT_REGULAR_FILE",
         "TOO_LARGE",
         "PARSER_CRASHED",
+        "IO_ERROR",
+        # a file a parser cannot read
+        "CORRUPT_FILE",
+        "UNSUPPORTED_FORMAT",
+        "EMPTY_FILE",
+        "ENCODING_ERROR",
+        "ENCRYPTED",
+        "UNREADABLE",
+        "OCR_UNAVAILABLE",
+        # the host guard's 421
+        "INVALID_HOST",
     } == STABLE_CODES
     assert PgragError("x").code == ErrorCode.INTERNAL

@@ -23,7 +23,7 @@ import pytest
 from PIL import Image
 
 from pgrag.ingest.pipeline import Outcome
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import http_server
 from tests.test_ingest_watch import watching
 

@@ -31,7 +31,7 @@ from pgrag.search.engine import SearchService
 from pgrag.search.keywords import REGEX_BUDGET_S
 from pgrag.search.models import SearchData, SearchRequest
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
 
 T = TypeVar("T")

@@ -56,7 +56,7 @@ def test_hybrid_search_from_psql_returns_both_ranks_and_the_fused_score(hand_dsn
     # chunk 1: lexical rank 1 and semantic rank 1; chunk 2: semantic only (rank 2)
     assert rows[0][:3] == ["1", "1", "1"]
     assert rows[1][:3] == ["2", "", "2"]
-    # adaptive fusion (0004): lexical share min(0.8, 1.2 * coverage 1.0) = 0.8 on BM25 / max,
+    # adaptive fusion: lexical share min(0.8, 1.2 * coverage 1.0) = 0.8 on BM25 / max,
     # 0.2 on min-max cosine: chunk 1 is the best of both legs, chunk 2 the worst semantic hit
     assert float(rows[0][4]) == pytest.approx(0.8 * 1 + 0.2 * 1, abs=1e-5)
     assert float(rows[1][4]) == pytest.approx(0.0, abs=1e-5)
@@ -84,8 +84,8 @@ def test_weights_and_k_change_the_fusion(hand_dsn: str) -> None:
 
 
 def test_a_hyphenated_word_in_a_plain_query_is_or_ed_like_any_term(hand_dsn: str) -> None:
-    """'full-text' was a phrase that made the whole query need the compound (migration
-    0013): 'full-text ranks' must find chunk 1, which has 'full text' and 'ranks' but is not
+    """'full-text' is not a phrase that makes the whole query need the compound:
+    'full-text ranks' must find chunk 1, which has 'full text' and 'ranks' but is not
     the compound; a quoted phrase still needs its words adjacent."""
     with psycopg.connect(hand_dsn) as conn:
         tsq = conn.execute("SELECT pgrag.lexical_query('IL-1 state-of-the-art full-text')")

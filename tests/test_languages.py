@@ -23,8 +23,8 @@ from pgrag.language import detect_language
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
-from tests.test_search import _pool
+from tests.support.databases import create_database, drop_database
+from tests.support.search import _pool
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,7 @@
 """The habits .ci/run checks before the tests hold for the whole tree, so the README's test
 command covers them too: ruff's lint and format rules, mypy (strict, pyproject.toml) over
 pgrag/, the dependency rule (import-linter contracts in pyproject.toml), and the size limits
-(no module over 400 lines, no function over 80)."""
+(no module over 400 lines, no function over 80, no test file over 600)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,22 @@ def test_sql_functions_stay_small() -> None:
     assert len(sizes) > 50 and "20_lexical.sql pgrag.lexical_candidates_in" in sizes
     over = {name: n for name, n in sizes.items() if n > MAX_SQL_FUNCTION_LINES}
     assert over == {}, f"SQL functions over {MAX_SQL_FUNCTION_LINES} lines: split them: {over}"
+
+
+MAX_TEST_FILE_LINES = 600
+# data, not tests: the generator of the test knowledge base, one builder per document
+LONG_TEST_FILES = {"tests/fixtures/knowledge_base.py"}
+
+
+def test_test_files_stay_small() -> None:
+    """A test module is split by what it tests, its helpers and fixtures live in
+    tests/support/: no file under tests/ is over MAX_TEST_FILE_LINES."""
+    tests = ROOT / "tests"
+    over = {
+        str(p.relative_to(ROOT)): n
+        for p in tests.rglob("*.py")
+        if "node_modules" not in p.parts
+        and str(p.relative_to(ROOT)) not in LONG_TEST_FILES
+        and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_TEST_FILE_LINES
+    }
+    assert over == {}, f"test files over {MAX_TEST_FILE_LINES} lines: split them: {over}"

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 pytestmark = pytest.mark.anyio
 

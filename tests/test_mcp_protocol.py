@@ -27,7 +27,8 @@ from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import HttpServer, child_env, http_server
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import pytest
 
 from pgrag.db import migrations
 from pgrag.db.database import prepare
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 pytestmark = pytest.mark.anyio
 

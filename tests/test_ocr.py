@@ -20,16 +20,17 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.errors import ErrorCode
 from pgrag.ingest.ocr import OcrOptions, engines
 from pgrag.ingest.parse_worker import close_workers
-from pgrag.ingest.parsers import OCR_UNAVAILABLE, parse
+from pgrag.ingest.parsers import parse
 from pgrag.ingest.pipeline import Ingestor, Outcome
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services.status import status_report
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database
-from tests.test_search import _pool
+from tests.support.databases import create_database, drop_database
+from tests.support.search import _pool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.requires("tesseract")]
 
@@ -331,15 +332,15 @@ async def test_missing_engine_fails_with_ocr_unavailable(
     finally:
         close_workers()
     assert {r.path: (r.outcome, r.error_code) for r in summary.results} == {
-        "photo.png": (Outcome.FAILED, OCR_UNAVAILABLE),
-        "scan.pdf": (Outcome.FAILED, OCR_UNAVAILABLE),
+        "photo.png": (Outcome.FAILED, ErrorCode.OCR_UNAVAILABLE),
+        "scan.pdf": (Outcome.FAILED, ErrorCode.OCR_UNAVAILABLE),
     }
     message = summary.results[0].error or ""
     assert "pip install rapidocr-onnxruntime" in message and "tesseract-ocr" in message
     rows = _rows(dsn, "SELECT status, error_code FROM pgrag.documents ORDER BY path")
-    assert rows == [("failed", OCR_UNAVAILABLE), ("failed", OCR_UNAVAILABLE)]
+    assert rows == [("failed", ErrorCode.OCR_UNAVAILABLE), ("failed", ErrorCode.OCR_UNAVAILABLE)]
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         report = await status_report(conn)
     assert report["ocr"]["unavailable"] == 2 and report["ocr"]["documents"] == 0
-    assert {f["error_code"] for f in report["failed"]} == {OCR_UNAVAILABLE}
+    assert {f["error_code"] for f in report["failed"]} == {ErrorCode.OCR_UNAVAILABLE}
     assert all("pip install rapidocr-onnxruntime" in f["error_detail"] for f in report["failed"])

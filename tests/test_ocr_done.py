@@ -18,7 +18,8 @@ import psycopg
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.test_ocr import FONT, NO_FONT
 
 pytestmark = pytest.mark.requires("tesseract")

@@ -1,4 +1,4 @@
-"""Schemathesis over the REST API's own OpenAPI description (issue #8).
+"""Schemathesis over the REST API's own OpenAPI description.
 
 Every REST operation that `/openapi.json` describes is fuzzed over real HTTP against a real
 `pgrag serve --transport http`: positive and negative inputs that schemathesis derives from
@@ -54,7 +54,8 @@ from schemathesis.checks import (
 )
 
 from pgrag.errors import ErrorCode
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.kb_server import (
     FULL_KEY,
     HASH_MODEL,

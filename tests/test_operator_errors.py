@@ -13,7 +13,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgrag.db.server_check import pgvector_missing_message
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 MODEL = ["--embedding-model", "hash/384"]
 

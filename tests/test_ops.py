@@ -26,7 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 
 from pgrag.cli.app import JsonLogFormatter
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.servers import free_port, wait_http
 
 MODEL = ["--embedding-model", "hash/384"]

@@ -21,7 +21,7 @@ from pgrag.errors import ErrorCode, InvalidArgument, UpstreamError
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.reindex import ReindexEvent, reindex
 from pgrag.settings import load_settings
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""search_log and audit_log retention (migration 0012, pgrag/services/retention.py)."""
+"""search_log and audit_log retention (pgrag/services/retention.py)."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ DIRECT_SQL = (
 async def test_the_lexical_leg_keeps_the_scope_while_it_runs_as_owner(
     two_collections: str,
 ) -> None:
-    """BM25 runs SECURITY DEFINER (migration 0015: RLS would make every text match a full
+    """BM25 runs SECURITY DEFINER (RLS would make every text match a full
     scan) and restricts rows itself to the collections the caller's RLS lets it read. With no
     collection filter at all, a scoped call still gets only its own chunks; the inner
     function called directly under the scoped role with no restriction gets nothing."""

@@ -1,4 +1,4 @@
-"""Search paging is stable (issue 15 item 4): walking every page of a query, whatever the
+"""Search paging is stable: walking every page of a query, whatever the
 mode, scope, collection scope, page size and token budget, returns each hit exactly once,
 in the order one big page would show, with one total on every page.
 
@@ -28,7 +28,7 @@ from pgrag.search.models import SearchRequest
 from pgrag.services import documents as docs
 from pgrag.settings import load_settings
 from pgrag.tokens import count_tokens
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 WORDS = [
     "contract",

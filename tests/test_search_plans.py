@@ -20,7 +20,7 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.store.collections import ensure_collection
-from tests.conftest import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 MODEL = "hash/384"
 DIMS = 384

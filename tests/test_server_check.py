@@ -3,7 +3,7 @@ import pytest
 
 from pgrag.db.database import prepare
 from pgrag.errors import DatabaseError
-from tests.conftest import with_dbname
+from tests.support.databases import with_dbname
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ import psutil
 import psycopg
 import pytest
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 from tests.support.servers import free_port, wait_http
 from tests.test_crash import SLOW, _assert_consistent, _make_folder
 

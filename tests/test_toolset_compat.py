@@ -25,7 +25,8 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.mcp.server import build_server
 from pgrag.settings import load_settings
-from tests.conftest import create_database, drop_database, pgrag_cmd
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
 

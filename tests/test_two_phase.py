@@ -31,7 +31,7 @@ from pgrag.search.engine import NO_VECTOR, SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services.status import status_report
 from pgrag.settings import load_settings
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 from tests.support.fake_embeddings import Behaviour, fake_embedding_server
 from tests.support.servers import free_port, wait_http
 

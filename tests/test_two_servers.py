@@ -1,4 +1,4 @@
-"""The server tier scales out (issue 16, item 4): two `pgrag serve --transport http`
+"""The server tier scales out: two `pgrag serve --transport http`
 processes against one PostgreSQL serve the same data, and a change made through either
 process or the CLI reaches the MCP clients of both (each process LISTENs for the change
 notifications itself). The same on a Citus cluster: tests/test_citus_notify.py."""

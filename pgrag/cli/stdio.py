@@ -81,7 +81,9 @@ async def serve_stdio(server: Any) -> None:
     """What `MCPServer.run("stdio")` does, with the cancellable stdin."""
     from mcp.server.stdio import stdio_server
 
-    lowlevel = server._lowlevel_server
+    from pgrag.mcp.sdk import lowlevel as lowlevel_of
+
+    lowlevel = lowlevel_of(server)
     async with cancellable_stdin() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 

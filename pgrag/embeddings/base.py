@@ -7,7 +7,6 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from pgrag.embeddings.query_cache import QueryVectorCache
-from pgrag.errors import PgragError
 
 
 class EmbeddingProvider(ABC):
@@ -21,6 +20,11 @@ class EmbeddingProvider(ABC):
     @abstractmethod
     def dimensions(self) -> int:
         """Vector size; may call the provider once to find out."""
+
+    async def probe_dimensions(self) -> int:
+        """Vector size, asking the model once when it cannot be known without (remote
+        providers whose dimensions are not configured)."""
+        return self.dimensions
 
     @abstractmethod
     async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray: ...
@@ -59,23 +63,3 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     unit: np.ndarray = vectors / norms
     return unit
-
-
-def dimension_mismatch(
-    collection: str, stored_model: str, stored_dims: int, model: str, dims: int
-) -> PgragError:
-    """The error for a collection embedded by another model: names both and the fix."""
-    from pgrag.errors import InvalidArgument
-
-    return InvalidArgument(
-        f"collection '{collection}' holds {stored_dims}-dimension embeddings from {stored_model}, "
-        f"but the configured model {model} produces {dims}: run "
-        f"`pgrag reindex --collection {collection} --model {model}` to re-embed it, "
-        f"or set PGRAG_EMBEDDING_MODEL={stored_model}.",
-        detail={
-            "stored_model": stored_model,
-            "stored_dimensions": stored_dims,
-            "model": model,
-            "dimensions": dims,
-        },
-    )

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pgrag.errors import ErrorCode
+
 log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz"})
@@ -120,7 +122,7 @@ class HostGuard:
             await _refuse(
                 send,
                 400,
-                "INVALID_ARGUMENT",
+                ErrorCode.INVALID_ARGUMENT,
                 f"repeated {', '.join(repeated)} header: send each once",
                 {"headers": ", ".join(repeated)},
             )
@@ -133,7 +135,7 @@ class HostGuard:
             await _refuse(
                 send,
                 421,
-                "INVALID_HOST",
+                ErrorCode.INVALID_HOST,
                 f"this server does not answer for Host {host!r}: add it to PGRAG_ALLOWED_HOSTS",
                 {"host": host},
             )
@@ -143,7 +145,7 @@ class HostGuard:
             await _refuse(
                 send,
                 403,
-                "FORBIDDEN",
+                ErrorCode.FORBIDDEN,
                 f"requests from Origin {origin!r} are not allowed: add it to PGRAG_ALLOWED_ORIGINS",
                 {"origin": origin},
             )
@@ -151,7 +153,9 @@ class HostGuard:
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send, status: int, code: str, message: str, detail: dict[str, str]) -> None:
+async def _refuse(
+    send: Send, status: int, code: ErrorCode, message: str, detail: dict[str, str]
+) -> None:
     body = json.dumps(
         {"isError": True, "errorCode": code, "errorMessage": message, "errorDetails": detail}
     ).encode()

@@ -33,9 +33,6 @@ SKIP_CODES = frozenset(
 class UnsafeFile(ParseError):
     """A path the rules forbid reading; `code` is one of SKIP_CODES."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(str(code), message)
-
 
 def open_in_root(root: Path, rel: str, *, follow_links: bool = False) -> BinaryIO:
     """`rel` (a path inside `root`) opened for reading; raises UnsafeFile for a link (one

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
 from pgrag.ingest import attempts
-from pgrag.ingest.parsers.base import CORRUPT_FILE, TOO_LARGE, ParseError
+from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, prepare_file
 from pgrag.ingest.walker import FoundFile
 
@@ -117,7 +117,7 @@ class ParseWorker:
             if not self.rx.poll(max(0.0, deadline - time.monotonic())):
                 self.kill()
                 return ParseError(
-                    str(ErrorCode.TIMEOUT),
+                    ErrorCode.TIMEOUT,
                     f"parsing made no progress for {timeout_s:g} s (PGRAG_PARSE_TIMEOUT_S)",
                 )
             message = self._receive()
@@ -128,7 +128,7 @@ class ParseWorker:
             elif message[0] == "ok":
                 return message[1]
             elif message[0] == "error":
-                if message[1] == TOO_LARGE:
+                if message[1] == ErrorCode.TOO_LARGE:
                     self.kill()  # after a MemoryError its heap is best replaced
                 return ParseError(message[1], message[2])
             else:
@@ -139,10 +139,10 @@ class ParseWorker:
         self.kill()
         if code == -signal.SIGKILL:  # the kernel's out-of-memory killer, most likely
             return ParseError(
-                str(ErrorCode.TOO_LARGE), "the parser was killed (out of memory?) on this file"
+                ErrorCode.TOO_LARGE, "the parser was killed (out of memory?) on this file"
             )
         return ParseError(
-            str(ErrorCode.PARSER_CRASHED), f"the parser crashed on this file (exit status {code})"
+            ErrorCode.PARSER_CRASHED, f"the parser crashed on this file (exit status {code})"
         )
 
 
@@ -203,7 +203,7 @@ async def parse_file(
     if len(crashed) >= attempts.MAX_UNFINISHED:
         attempts.forget(crashed)
         raise ParseError(
-            str(ErrorCode.PARSER_CRASHED),
+            ErrorCode.PARSER_CRASHED,
             f"pgrag stopped {len(crashed)} times while parsing this file (killed, or out of "
             "memory): not tried again until the file changes",
         )
@@ -305,15 +305,19 @@ def _serve(rx: Connection, tx: Connection) -> None:
         except ParseError as exc:
             reply = ("error", exc.code, exc.message)
         except MemoryError:
-            reply = ("error", TOO_LARGE, "the file needs more memory than a parse may take")
+            reply = (
+                "error",
+                ErrorCode.TOO_LARGE,
+                "the file needs more memory than a parse may take",
+            )
         except Exception as exc:  # a bug of ours on this file: the run goes on
-            reply = ("error", CORRUPT_FILE, f"{type(exc).__name__}: {exc}")
+            reply = ("error", ErrorCode.CORRUPT_FILE, f"{type(exc).__name__}: {exc}")
         del ocr
         try:
             send(reply)
         except MemoryError:
-            send(("error", TOO_LARGE, "the parsed document is too large to hand over"))
-        if reply[0] == "error" and reply[1] == TOO_LARGE:
+            send(("error", ErrorCode.TOO_LARGE, "the parsed document is too large to hand over"))
+        if reply[0] == "error" and reply[1] == ErrorCode.TOO_LARGE:
             return
 
 

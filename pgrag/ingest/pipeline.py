@@ -48,7 +48,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # OCR_UNAVAILABLE: retried, so installing an engine and ingesting again reads the file
-RETRYABLE_CODES = {"UPSTREAM_ERROR", "INTERNAL", "DB_ERROR", "OCR_UNAVAILABLE"}
+RETRYABLE_CODES = {
+    ErrorCode.UPSTREAM_ERROR,
+    ErrorCode.INTERNAL,
+    ErrorCode.DB_ERROR,
+    ErrorCode.OCR_UNAVAILABLE,
+}
 PREFETCH = 2  # files parsed ahead of the writer
 
 __all__ = ["FileResult", "IngestEvent", "IngestSummary", "Ingestor", "Outcome", "Reporter"]
@@ -97,11 +102,7 @@ class Ingestor:
 
     async def collection(self) -> Collection:
         if self._collection is None:
-            dims = (
-                self.provider.dimensions
-                if not hasattr(self.provider, "probe_dimensions")
-                else await self.provider.probe_dimensions()
-            )
+            dims = await self.provider.probe_dimensions()
             async with self.pool.connection() as conn:
                 self._collection = await ensure_collection(
                     conn, self.collection_name, self.provider, dims
@@ -241,7 +242,9 @@ class Ingestor:
                         continue
                     except OSError as exc:  # vanished or unreadable since the walk
                         summary.results.append(
-                            FileResult(f.rel, Outcome.FAILED, error_code="IO_ERROR", error=str(exc))
+                            FileResult(
+                                f.rel, Outcome.FAILED, error_code=ErrorCode.IO_ERROR, error=str(exc)
+                            )
                         )
                         continue
                     k = known.get(f.rel)
@@ -266,7 +269,7 @@ class Ingestor:
                         await queue.put((work, None, exc))
                     except Exception as exc:  # no worker (cannot start one): retried next run
                         log.exception("parsing %r failed", f.rel)
-                        error = ParseError("INTERNAL", f"{type(exc).__name__}: {exc}")
+                        error = ParseError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
                         await queue.put((work, None, error))
             except asyncio.CancelledError:
                 cancelled = True
@@ -314,7 +317,7 @@ class Ingestor:
             doc_id = await store.mark_processing(conn, col.id, fields)
             failed = _Failure(conn, col.id, doc_id, work)
             if error is not None or prepared is None:
-                code = error.code if error else "INTERNAL"
+                code = error.code if error else ErrorCode.INTERNAL
                 message = error.message if error else "no content"
                 return await failed.mark(Outcome.FAILED, code, message, work.content_hash)
             hashes = [c.content_hash for c in prepared.chunks]
@@ -348,7 +351,7 @@ class Ingestor:
             return FileResult(
                 rel,
                 Outcome.FAILED,
-                error_code="NOT_FOUND",
+                error_code=ErrorCode.NOT_FOUND,
                 error="the document was deleted while it was being ingested; ingest the "
                 "file again to add it back",
             )

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgrag.errors import ErrorCode
 from pgrag.ingest.chunking import chunk_unit
 from pgrag.ingest.parsers import parse
-from pgrag.ingest.parsers.base import UNREADABLE, ParsedDocument, ParseError, Unit
+from pgrag.ingest.parsers.base import ParsedDocument, ParseError, Unit
 from pgrag.ingest.walker import FoundFile
 from pgrag.store.documents import ChunkRow, DocumentFields
 
@@ -161,7 +162,9 @@ def prepare_file(
     try:
         f = found.open(follow_links=follow_links)
     except OSError as exc:
-        raise ParseError(UNREADABLE, f"cannot read the file: {exc.strerror or exc}") from None
+        raise ParseError(
+            ErrorCode.UNREADABLE, f"cannot read the file: {exc.strerror or exc}"
+        ) from None
     with f:
         stat = os.fstat(f.fileno())
         doc = parse(found.path, ocr=ocr, opened=f)

@@ -18,14 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import ErrorCode, InvalidArgument, PgragError
+from pgrag.store import reindex as store
 from pgrag.store.collections import (
     Collection,
     activate_embedding_set,
@@ -40,71 +41,10 @@ log = logging.getLogger(__name__)
 # the switch transaction (with ingestion held back)
 CATCH_UP_PASSES = 5
 
-# one reindex per collection at a time (session lock, released at the end or on disconnect)
-TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended('pgrag.reindex', %s))"
-UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended('pgrag.reindex', %s))"
-
-FIND_SET_SQL = """
-SELECT id, dimensions FROM pgrag.embedding_sets WHERE collection_id = %s AND model = %s
-"""
-TO_BUILDING_SQL = (
-    "UPDATE pgrag.embedding_sets SET state = 'building' WHERE id = %s AND state <> 'active'"
-)
-DROP_INDEX_SQL = "DROP INDEX {concurrently} IF EXISTS pgrag.{index}"
-
-COUNT_CHUNKS_SQL = "SELECT count(*) FROM pgrag.chunks WHERE collection_id = %s"
-# a set belongs to one collection; naming it keeps these on one shard on Citus (a
-# statement over every shard cannot precede the switch's write to the reference tables)
-COUNT_DONE_SQL = "SELECT count(*) FROM pgrag.embeddings WHERE collection_id = %s AND set_id = %s"
-
-# keyset-paged, so a chunk that cannot be written now (see INSERT_SQL) ends the pass
-MISSING_SQL = """
-SELECT c.id, c.heading, c.content FROM pgrag.chunks c
-WHERE c.collection_id = %(cid)s AND c.id > %(after)s
-  AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e  -- collection_id: Citus's shard key
-                  WHERE e.collection_id = c.collection_id AND e.set_id = %(sid)s
-                    AND e.chunk_id = c.id)
-ORDER BY c.id
-LIMIT %(limit)s
-"""
-
-# Chunks that a concurrent re-ingestion is deleting are skipped rather than waited for:
-# waiting inside the switch transaction would deadlock with that writer, and the chunks
-# are going away anyway. The key-share lock keeps the rest alive until commit.
-INSERT_SQL = """
-WITH live AS (
-    SELECT id, collection_id, document_id, lang FROM pgrag.chunks
-    WHERE collection_id = %(cid)s AND id = ANY(%(ids)s) FOR KEY SHARE SKIP LOCKED
-)
-INSERT INTO pgrag.embeddings (collection_id, set_id, chunk_id, embedding, lang, document_id)
-SELECT live.collection_id, %(sid)s, e.chunk_id, e.embedding, coalesce(live.lang, 'und'),
-       live.document_id
-FROM unnest(%(ids)s::bigint[], %(vectors)s::vector[]) AS e(chunk_id, embedding)
-JOIN live ON live.id = e.chunk_id
-ON CONFLICT DO NOTHING
-"""
-
-LOCK_COLLECTION_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR UPDATE"
-# the new set covers every chunk: no document waits for vectors any more (and the reason
-# one waited, e.g. the old provider down, goes with it)
-NONE_PENDING_SQL = """
-UPDATE pgrag.documents
-   SET vectors_pending = 0,
-       error_code = CASE WHEN status = 'ready' THEN NULL ELSE error_code END,
-       error_detail = CASE WHEN status = 'ready' THEN NULL ELSE error_detail END
- WHERE collection_id = %s AND vectors_pending > 0
-"""
-RETIRED_SQL = """
-SELECT id FROM pgrag.embedding_sets
-WHERE collection_id = %s AND state = 'retired' ORDER BY id
-"""
-DELETE_SET_ROWS_SQL = "DELETE FROM pgrag.embeddings WHERE collection_id = %s AND set_id = %s"
-DELETE_SET_SQL = "DELETE FROM pgrag.embedding_sets WHERE id = %s AND state = 'retired'"
-
 
 @dataclass(frozen=True)
 class ReindexEvent:
-    kind: str  # "start" | "batch" | "switch" | "drop"
+    kind: Literal["start", "batch", "switch", "drop"]
     done: int = 0  # chunks of the collection with an embedding in the new set
     total: int = 0  # chunks of the collection (grows if ingestion adds some meanwhile)
 
@@ -143,11 +83,6 @@ def index_name(set_id: int) -> str:
     return f"embeddings_hnsw_{set_id}"
 
 
-async def provider_dimensions(provider: EmbeddingProvider) -> int:
-    probe = getattr(provider, "probe_dimensions", None)
-    return int(await probe()) if probe is not None else provider.dimensions
-
-
 class _Run:
     """The state of one reindex: the connection it holds, the set it fills, its counts."""
 
@@ -170,10 +105,8 @@ class _Run:
         self.total = 0
 
     async def count(self) -> None:
-        self.total = await _scalar(self.conn, COUNT_CHUNKS_SQL, (self.collection_id,))
-        self.done = await _scalar(
-            self.conn, COUNT_DONE_SQL, (self.collection_id, self.result.set_id)
-        )
+        self.total = await store.chunk_count(self.conn, self.collection_id)
+        self.done = await store.embedded_count(self.conn, self.collection_id, self.result.set_id)
 
     async def fill(self) -> int:
         """One pass over the chunks missing from the set; returns how many it added."""
@@ -184,25 +117,18 @@ class _Run:
         return added
 
     async def _missing(self, after: int) -> list[tuple[int, str | None, str]]:
-        params = {
-            "cid": self.collection_id,
-            "sid": self.result.set_id,
-            "after": after,
-            "limit": self.batch,
-        }
-        return await (await self.conn.execute(MISSING_SQL, params)).fetchall()
+        return await store.missing_chunks(
+            self.conn, self.collection_id, self.result.set_id, after, self.batch
+        )
 
     async def _embed_batch(self, rows: list[tuple[int, str | None, str]]) -> int:
         texts = [embed_text(heading, content) for _, heading, content in rows]
         vectors, computed = await embed_passages_cached(self.conn, self.provider, texts)
-        params = {
-            "cid": self.collection_id,
-            "sid": self.result.set_id,
-            "ids": [r[0] for r in rows],
-            "vectors": list(vectors),
-        }
+        ids = [r[0] for r in rows]
         async with self.conn.transaction():
-            added = (await self.conn.execute(INSERT_SQL, params)).rowcount
+            added = await store.insert_vectors(
+                self.conn, self.collection_id, self.result.set_id, ids, list(vectors)
+            )
         self.result.embedded += computed
         self.result.from_cache += len(rows) - computed
         self.done += added
@@ -211,17 +137,8 @@ class _Run:
         return added
 
 
-async def _scalar(conn: psycopg.AsyncConnection, query: str, params: tuple[object, ...]) -> int:
-    row = await (await conn.execute(query, params)).fetchone()
-    return int(row[0]) if row else 0
-
-
 async def _drop_index(conn: psycopg.AsyncConnection, set_id: int, *, concurrently: bool) -> None:
-    statement = sql.SQL(DROP_INDEX_SQL).format(
-        concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
-        index=sql.Identifier(index_name(set_id)),
-    )
-    await conn.execute(statement)
+    await store.drop_index(conn, index_name(set_id), concurrently=concurrently)
 
 
 async def prepare_set(
@@ -231,13 +148,13 @@ async def prepare_set(
     vectors are still right for the chunks that exist; chunks never change in place).
     A set left with other dimensions (e.g. PGRAG_EMBEDDING_DIMENSIONS changed) starts over:
     index dropped first, rows deleted after, each step safe to interrupt and repeat."""
-    row = await (await conn.execute(FIND_SET_SQL, (collection_id, model))).fetchone()
-    if row is not None and row[1] != dimensions:
-        log.info("embedding set %s had %s dimensions, now %s: rebuilding", *row, dimensions)
-        await _drop_index(conn, row[0], concurrently=True)
-        await conn.execute(DELETE_SET_ROWS_SQL, (collection_id, row[0]))
+    found = await store.find_set(conn, collection_id, model)
+    if found is not None and found[1] != dimensions:
+        log.info("embedding set %s had %s dimensions, now %s: rebuilding", *found, dimensions)
+        await _drop_index(conn, found[0], concurrently=True)
+        await store.delete_set_rows(conn, collection_id, found[0])
     set_id = await create_embedding_set(conn, collection_id, model, dimensions, active=False)
-    await conn.execute(TO_BUILDING_SQL, (set_id,))
+    await store.mark_building(conn, set_id)
     return set_id
 
 
@@ -245,13 +162,10 @@ async def _switch(run: _Run) -> None:
     """Embed the last chunks and activate the set with ingestion held back."""
     conn = run.conn
     async with conn.transaction():
-        row = await (await conn.execute(LOCK_COLLECTION_SQL, (run.collection_id,))).fetchone()
-        run.result.previous_set_id = row[0] if row else None
+        run.result.previous_set_id = await store.lock_collection(conn, run.collection_id)
         await run.fill()
-        run.result.chunks = await _scalar(
-            conn, COUNT_DONE_SQL, (run.collection_id, run.result.set_id)
-        )
-        await conn.execute(NONE_PENDING_SQL, (run.collection_id,))
+        run.result.chunks = await store.embedded_count(conn, run.collection_id, run.result.set_id)
+        await store.clear_vectors_pending(conn, run.collection_id)
         await activate_embedding_set(conn, run.collection_id, run.result.set_id)
     run.result.switched = True
     run.report(ReindexEvent("switch", run.done, run.total))
@@ -260,19 +174,18 @@ async def _switch(run: _Run) -> None:
 async def drop_retired(conn: psycopg.AsyncConnection, collection_id: int) -> tuple[int, ...]:
     """Delete the collection's retired sets: the index first and without blocking anyone, so
     an interruption never leaves an index whose set is gone; a re-run finishes the job."""
-    rows = await (await conn.execute(RETIRED_SQL, (collection_id,))).fetchall()
     dropped: list[int] = []
-    for (set_id,) in rows:
+    for set_id in await store.retired_sets(conn, collection_id):
         await _drop_index(conn, set_id, concurrently=True)
         async with conn.transaction():
-            await conn.execute(DELETE_SET_ROWS_SQL, (collection_id, set_id))
-            await conn.execute(DELETE_SET_SQL, (set_id,))
+            await store.delete_set_rows(conn, collection_id, set_id)
+            await store.delete_retired_set(conn, set_id)
         dropped.append(set_id)
     return tuple(dropped)
 
 
 async def _locked(conn: psycopg.AsyncConnection, col: Collection) -> None:
-    if not await _scalar(conn, TRY_LOCK_SQL, (col.id,)):
+    if not await store.try_lock(conn, col.id):
         raise PgragError(
             f"a reindex of collection '{col.name}' is already running; wait for it to finish",
             code=ErrorCode.PROCESSING,
@@ -302,7 +215,7 @@ async def _unlock(conn: psycopg.AsyncConnection, collection_id: int) -> None:
     releases it too (the pool would otherwise hand it out still holding the lock)."""
     try:
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            await conn.execute(UNLOCK_SQL, (collection_id,))
+            await store.unlock(conn, collection_id)
             return
     except psycopg.Error:
         pass
@@ -316,7 +229,7 @@ async def _rebuild(
     batch: int,
     report: Reporter,
 ) -> ReindexResult:
-    dims = await provider_dimensions(provider)
+    dims = await provider.probe_dimensions()
     set_id = await prepare_set(conn, col.id, provider.model, dims)
     result = ReindexResult(col.name, set_id, provider.model, dims, previous_model=col.model)
     run = _Run(conn, provider, result, col.id, batch, report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from pgrag.ingest.files import SKIP_CODES
 
@@ -66,12 +67,15 @@ class IngestSummary:
         )
 
 
+# scan | file_start | ocr (pages) | file_done (keyword-searchable) | embed (a document's
+# chunks handed to the model) | vectors (chunks of the run embedded and written, of those
+# queued so far)
+IngestEventKind = Literal["scan", "file_start", "ocr", "file_done", "embed", "vectors"]
+
+
 @dataclass(frozen=True)
 class IngestEvent:
-    # "scan" | "file_start" | "ocr" (pages) | "file_done" (keyword-searchable) |
-    # "embed" (a document's chunks handed to the model) |
-    # "vectors" (chunks of the run embedded and written, of those queued so far)
-    kind: str
+    kind: IngestEventKind
     path: str = ""
     total: int = 0
     done: int = 0

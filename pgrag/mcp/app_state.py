@@ -5,34 +5,35 @@ itself, the read-only rule and the time limits live in pgrag/services/context.py
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
-from psycopg.types.json import Jsonb
 
 from pgrag.deadline import within
 from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
+from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
 from pgrag.services.identity import current_caller, current_scope
 
-log = logging.getLogger(__name__)
 P = ParamSpec("P")
 V = TypeVar("V")
 V_in = TypeVar("V_in", contravariant=True)
 A = TypeVar("A")
 
-AUDIT_SQL = """
-INSERT INTO pgrag.audit_log (tool, arguments, caller, duration_ms, outcome, trace_id)
-VALUES (%s, %s, %s, %s, %s, %s)
-"""
 ELIDE_KEYS = {"content", "text", "patch", "data"}
+_current_tool: ContextVar[str] = ContextVar("pgrag_current_tool")
+
+
+def current_tool() -> str:
+    """The name of the tool whose body is running (set by `tool_call`)."""
+    return _current_tool.get()
 
 
 def state_of(ctx: Context[Any, Any]) -> AppContext:
@@ -103,24 +104,6 @@ def _sanitised(value: Any) -> Any:
     return value
 
 
-async def _audit(
-    state: AppContext,
-    tool: str,
-    args: dict[str, Any],
-    caller: str,
-    ms: float,
-    outcome: str,
-    trace_id: str,
-) -> None:
-    try:
-        async with state.pool.connection(timeout=2) as conn:
-            await conn.execute(
-                AUDIT_SQL, (tool, Jsonb(_sanitised(_elide(args))), caller, ms, outcome, trace_id)
-            )
-    except Exception:  # auditing must not turn a good answer into an error
-        log.warning("audit write failed for %s", tool, exc_info=True)
-
-
 class ResultShape(Protocol[V_in, A]):
     """How a tool body's value and its failures become the tool's answer: pgrag's envelope
     (`ENVELOPE`) or a compatibility toolset's own shape."""
@@ -158,33 +141,40 @@ ENVELOPE = EnvelopeShape()
 
 
 def tool_call(
-    tool: str, shape: ResultShape[V, A], timeout: float = DEFAULT_TIMEOUT_S
+    shape: ResultShape[V, A], timeout: float = DEFAULT_TIMEOUT_S, *, name: str | None = None
 ) -> Callable[[Callable[..., Awaitable[V]]], Callable[..., Awaitable[CallToolResult]]]:
     """Run a tool body under a timeout, map every failure to a stable code, count and audit
-    the call; `shape` makes the answer (the body's keyword `ctx` is the MCP context)."""
+    the call; `shape` makes the answer (the body's keyword `ctx` is the MCP context). The
+    tool is named after the body unless `name` says otherwise."""
 
     def decorate(body: Callable[..., Awaitable[V]]) -> Callable[..., Awaitable[CallToolResult]]:
+        tool = name or body.__name__
+
         @functools.wraps(body)
         async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
             started = time.perf_counter()
             trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
+            running = _current_tool.set(tool)
             try:
                 value = await within(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
+            finally:
+                _current_tool.reset(running)
             result, outcome, label = shape.result(answer, started)
             count_tool_call(tool, label)
-            await _audit(
-                state_of(ctx),
+            arguments = jsonable({k: v for k, v in kwargs.items() if k != "ctx"})
+            call = ToolCall(
                 tool,
-                jsonable({k: v for k, v in kwargs.items() if k != "ctx"}),
+                _sanitised(_elide(arguments)),
                 caller_of(ctx),
                 round((time.perf_counter() - started) * 1000, 2),
                 outcome,
                 trace_id,
             )
+            await record_tool_call(state_of(ctx).pool, call)
             return result
 
         return wrapper
@@ -193,9 +183,9 @@ def tool_call(
 
 
 def enveloped(
-    tool: str, timeout: float = DEFAULT_TIMEOUT_S
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
     """`tool_call` answering in pgrag's envelope. The body returns an Envelope; its return
     annotation is what the SDK publishes (the wrapper's CallToolResult and output schema),
     hence `Any` here."""
-    return tool_call(tool, ENVELOPE, timeout)
+    return tool_call(ENVELOPE, timeout)

@@ -15,6 +15,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from pgrag.errors import PgragError
+from pgrag.paging import Continuation
 from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
@@ -26,11 +27,6 @@ MAX_RESPONSE_BYTES = 200_000  # and no response over 200 kB, whatever its token 
 class Status(BaseModel):
     code: Literal["success", "partial_success", "error"] = "success"
     message: str = "SUCCESS"
-
-
-class Continuation(BaseModel):
-    has_more: bool = False
-    token: str | None = None
 
 
 class Action(BaseModel):

@@ -20,19 +20,12 @@ from typing import Any
 import psycopg
 from mcp.shared.subscriptions import ResourcesListChanged
 
+from pgrag.store import changes
+
 log = logging.getLogger(__name__)
 
-CHANNEL = "pgrag_documents"
 DEBOUNCE_S = 0.5  # one notification per burst of document writes
 MAX_SESSIONS = 1000
-# The documents that have been ingested (or failed) with their identity and content: a new
-# file is first written as `processing` and then finished, two statements and often two
-# bursts, but one change. Only a change of this state is announced.
-STATE_SQL = """
-SELECT count(*), coalesce(sum(hashtextextended(
-           d.id::text || '|' || d.path || '|' || d.content_hash, 0)), 0)
-FROM pgrag.documents d WHERE d.content_hash IS NOT NULL
-"""
 
 
 class ChangeRelay:
@@ -42,7 +35,7 @@ class ChangeRelay:
         self.sessions: dict[int, Any] = {}
         self.bus: Any = None
         self.notified = 0
-        self._state: tuple[int, int] | None = None  # STATE_SQL when last announced
+        self._state: tuple[int, int] | None = None  # documents_state when last announced
 
     def remember(self, session: Any) -> None:
         log.debug("remember session %r", type(session).__name__)
@@ -70,9 +63,9 @@ class ChangeRelay:
             while True:
                 try:
                     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                        await conn.execute(f"LISTEN {CHANNEL}")
+                        await changes.listen(conn)
                         if self._state is None:
-                            self._state = await _documents_state(conn)
+                            self._state = await changes.documents_state(conn)
                         async for _ in conn.notifies():
                             pending.set()
                 except asyncio.CancelledError:
@@ -90,7 +83,7 @@ class ChangeRelay:
             pending.clear()
             try:
                 async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                    state = await _documents_state(conn)
+                    state = await changes.documents_state(conn)
             except (psycopg.Error, OSError) as exc:  # cannot tell: announce rather than miss one
                 log.warning("change relay could not read the documents' state: %s", exc)
                 state = None
@@ -98,11 +91,6 @@ class ChangeRelay:
                 continue
             self._state = state
             await self.broadcast()
-
-
-async def _documents_state(conn: psycopg.AsyncConnection) -> tuple[int, int]:
-    row = await (await conn.execute(STATE_SQL)).fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 @contextlib.asynccontextmanager

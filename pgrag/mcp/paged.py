@@ -11,15 +11,14 @@ from typing import Any, Generic, TypeVar
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
-from pgrag.mcp.app_state import scope_of, state_of
+from pgrag.mcp.app_state import current_tool, scope_of, state_of
 from pgrag.mcp.envelope import (
     MAX_RESPONSE_TOKENS,
-    Continuation,
     Envelope,
     page_actions,
     page_status,
 )
-from pgrag.paging import fingerprint, fit_to_budget, item_tokens
+from pgrag.paging import Continuation, fingerprint, fit_to_budget, item_tokens
 from pgrag.services.context import AppContext
 from pgrag.tokens import count_json_tokens
 
@@ -67,8 +66,10 @@ class PagedCall:
     offset: int
 
     @classmethod
-    def of(cls, ctx: Context[Any, Any], tool: str, token: str | None, *request: Any) -> PagedCall:
-        state = state_of(ctx)
+    def of(cls, ctx: Context[Any, Any], token: str | None, *request: Any) -> PagedCall:
+        """The call of the running tool, continuing `token` if one was given; `request`: the
+        arguments the token is bound to."""
+        state, tool = state_of(ctx), current_tool()
         fp = fingerprint([tool, *request, scope_of(ctx)])
         offset = int(state.codec.decode(token, tool, fp).get("o", 0)) if token else 0
         return cls(state, tool, fp, offset)

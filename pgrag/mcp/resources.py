@@ -11,9 +11,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from psycopg.rows import dict_row
 
-from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.services import documents as docs
@@ -21,17 +19,6 @@ from pgrag.services import documents as docs
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
 LIST_PAGE = 100
 
-# Keyset paging on (path, id): a total order. Paths repeat across collections, and a cursor
-# that kept only the last path skipped the other collections' documents with that path.
-LIST_RESOURCES_SQL = """
-SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
-       d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
-       d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection
-FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
-WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
-  AND (d.path, d.id) > (%(after)s, %(after_id)s::uuid)
-ORDER BY d.path, d.id LIMIT %(limit)s
-"""
 NO_ID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -51,9 +38,9 @@ def document_body(doc: docs.DocumentRef) -> str:
     """What `pgrag://documents/{id}` returns (also measured for the listing's `size`)."""
     body = {
         "metadata": docs.metadata(doc),
-        "outline": doc.row["outline"] or {},
-        "status": doc.row["status"],
-        "error_code": doc.row["error_code"],
+        "outline": doc.row.outline or {},
+        "status": doc.row.status,
+        "error_code": doc.row.error_code,
     }
     return json.dumps(body, ensure_ascii=False, default=_json_default)
 
@@ -87,12 +74,10 @@ async def _read(
 ) -> tuple[docs.DocumentRef, str | None]:
     """Resolve under the caller's scope; map errors to MCP resource errors."""
     try:
-        async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, ref, scope_of(ctx))
-            if not with_text:
-                return doc, None
-            docs.require_ready(doc)
-            return doc, await docs.extracted_text(conn, doc.id)
+        pool, scope = state_of(ctx).pool, scope_of(ctx)
+        if not with_text:
+            return await docs.find(pool, scope, ref), None
+        return await docs.ready_text(pool, scope, ref)
     except NotFound as exc:  # the spec's "resource not found", with our stable code
         raise MCPError(
             code=INVALID_PARAMS,
@@ -121,29 +106,21 @@ async def list_document_resources(
                 message=exc.message,
                 data={"code": str(ErrorCode.INVALID_ARGUMENT)},
             ) from exc
-    args = {"scope": scope, "after": after, "after_id": after_id, "limit": LIST_PAGE + 1}
-    async with (
-        scoped_connection(state.pool, scope) as conn,
-        conn.cursor(row_factory=dict_row) as cur,
-    ):
-        await cur.execute(LIST_RESOURCES_SQL, args)
-        rows = await cur.fetchall()
+    refs = await docs.page_after(state.pool, scope, (after, after_id), LIST_PAGE + 1)
     items = [
         {
-            "uri": f"pgrag://documents/{r['document_id']}",
-            "name": r["path"],
-            "title": r["title"] or r["name"],
+            "uri": f"pgrag://documents/{d.id}",
+            "name": d.row.path,
+            "title": d.row.title or d.row.name,
             "mime_type": "application/json",
-            "size": len(document_body(docs.DocumentRef(r)).encode()),
-            "description": f"{r['file_type']} document {r['path']}",
+            "size": len(document_body(d).encode()),
+            "description": f"{d.file_type} document {d.row.path}",
         }
-        for r in rows[:LIST_PAGE]
+        for d in refs[:LIST_PAGE]
     ]
-    last = rows[LIST_PAGE - 1] if len(rows) > LIST_PAGE else None
+    last = refs[LIST_PAGE - 1] if len(refs) > LIST_PAGE else None
     next_cursor = (
-        state.codec.encode(
-            "resources/list", "documents", {"after": last["path"], "id": last["document_id"]}
-        )
+        state.codec.encode("resources/list", "documents", {"after": last.row.path, "id": last.id})
         if last is not None
         else None
     )

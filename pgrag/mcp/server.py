@@ -24,6 +24,7 @@ from mcp.types import (
 
 from pgrag import __version__
 from pgrag.errors import ErrorCode, InvalidArgument, new_trace_id
+from pgrag.mcp import sdk
 from pgrag.mcp.envelope import error_envelope, to_result
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.output_schema import compact_schema
@@ -52,12 +53,12 @@ class PgragServer(MCPServer[AppContext]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._compact_schemas: dict[str, dict[str, Any]] = {}
-        low = self._lowlevel_server
         # pgrag has no prompts: not advertised, and prompts/* answer -32601 (method not found)
         for method in ("prompts/list", "prompts/get"):
-            low._request_handlers.pop(method, None)
+            sdk.drop_request_handler(self, method)
+        low = sdk.lowlevel(self)
         low.get_capabilities = _truthful_capabilities(low.get_capabilities)  # type: ignore[method-assign]
-        low.middleware.append(_ProtocolChecks())
+        self.middleware.append(_ProtocolChecks())
 
     async def list_tools(self) -> list[Tool]:
         """Output schemas published self-contained and cheap to validate (output_schema.py);
@@ -76,7 +77,7 @@ class PgragServer(MCPServer[AppContext]):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if cause is None and "Unknown tool" in str(exc):
+            if sdk.is_unknown_tool(exc):
                 # the spec's answer to a tool that does not exist: a protocol error, not a
                 # failed execution (those keep the envelope with isError)
                 raise MCPError(
@@ -180,11 +181,11 @@ def build_server(
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         if shared is not None and shared.context is not None:
-            shared.context.relay.bus = server._subscriptions
+            shared.context.relay.bus = sdk.subscription_bus(server)
             yield shared.context
             return
         async with open_context(settings, relay=running_relay, watch=watch) as context:
-            context.relay.bus = server._subscriptions
+            context.relay.bus = sdk.subscription_bus(server)
             yield context
 
     server = PgragServer(

@@ -33,4 +33,4 @@ async def document_view(
         doc = await docs.resolve(conn, ref, scope)
         units = await pages.units(conn, doc.id)
         chunks = await docs.chunks(conn, doc.id, 0, MAX_CHUNKS)
-    return DocumentView(doc, docs.metadata(doc), doc.row["outline"] or {}, units, chunks)
+    return DocumentView(doc, docs.metadata(doc), doc.row.outline or {}, units, chunks)

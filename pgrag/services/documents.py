@@ -16,19 +16,20 @@ from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
 from pgrag.store import catalog, pages, removals
 from pgrag.store.catalog import DocumentSort
+from pgrag.store.rows import DocumentRow
 
 
 @dataclass(frozen=True)
 class DocumentRef:
-    row: dict[str, Any]
+    row: DocumentRow
 
     @property
     def id(self) -> str:
-        return str(self.row["document_id"])
+        return self.row.document_id
 
     @property
     def file_type(self) -> str:
-        return str(self.row["file_type"])
+        return self.row.file_type
 
 
 async def resolve(conn: psycopg.AsyncConnection, ref: str, scope: list[str] | None) -> DocumentRef:
@@ -40,12 +41,11 @@ async def resolve(conn: psycopg.AsyncConnection, ref: str, scope: list[str] | No
             "or a unique path or file name",
             detail={"document_id": ref},
         )
-    exact = [r for r in rows if r["document_id"] == ref or r["path"] == ref]
+    exact = [r for r in rows if ref in (r.document_id, r.path)]
     if len(exact) == 1 or (not exact and len(rows) == 1):
         return DocumentRef((exact or rows)[0])
     candidates = [
-        {"document_id": r["document_id"], "path": r["path"], "collection": r["collection"]}
-        for r in rows
+        {"document_id": r.document_id, "path": r.path, "collection": r.collection} for r in rows
     ]
     raise InvalidArgument(
         f"'{ref}' matches {len(rows)} documents: pass one of their document_ids",
@@ -54,20 +54,20 @@ async def resolve(conn: psycopg.AsyncConnection, ref: str, scope: list[str] | No
 
 
 def require_ready(doc: DocumentRef) -> None:
-    status = doc.row["status"]
-    if status == "failed":
+    r = doc.row
+    if r.status == "failed":
         raise PgragError(
-            f"document '{doc.row['path']}' failed to ingest ({doc.row['error_code']}: "
-            f"{doc.row['error_detail']}); fix the file and ingest it again",
+            f"document '{r.path}' failed to ingest ({r.error_code}: "
+            f"{r.error_detail}); fix the file and ingest it again",
             code=ErrorCode.CONTENT_UNAVAILABLE,
             detail={"document_id": doc.id},
         )
-    if status != "ready":
+    if r.status != "ready":
         raise PgragError(
-            f"document '{doc.row['path']}' is {status} ({doc.row['progress']:.0f}%); "
+            f"document '{r.path}' is {r.status} ({r.progress:.0f}%); "
             "call get_status and retry when it is ready",
             code=ErrorCode.PROCESSING,
-            detail={"document_id": doc.id, "progress": doc.row["progress"]},
+            detail={"document_id": doc.id, "progress": r.progress},
         )
 
 
@@ -117,32 +117,85 @@ async def chunks(
 
 def metadata(doc: DocumentRef) -> dict[str, Any]:
     r = doc.row
-    outline = r["outline"] or {}
+    outline = r.outline or {}
     meta = {
         "document_id": doc.id,
-        "name": r["name"],
-        "path": r["path"],
-        "collection": r["collection"],
-        "type": r["file_type"],
-        "title": r["title"],
-        "author": r["author"],
-        "submitter": r["submitter"],
-        "tags": r["tags"],
-        "size_bytes": r["size_bytes"],
+        "name": r.name,
+        "path": r.path,
+        "collection": r.collection,
+        "type": r.file_type,
+        "title": r.title,
+        "author": r.author,
+        "submitter": r.submitter,
+        "tags": r.tags,
+        "size_bytes": r.size_bytes,
         "file_size": outline.get("file_size"),
-        "created": r["created_at"],
-        "modified": r["modified_at"],
-        "ingested": r["ingested_at"],
-        "status": r["status"],
+        "created": r.created_at,
+        "modified": r.modified_at,
+        "ingested": r.ingested_at,
+        "status": r.status,
     }
     for key in ("total_pages", "pages_estimated", "total_slides", "total_rows"):
         if key in outline:
             meta[key] = outline[key]
     if "sheets" in outline:
         meta["sheets"] = [s.get("name") for s in outline["sheets"]]
-    if ocr := (r["metadata"] or {}).get("ocr"):  # engine, pages, confidence, failed pages
+    if ocr := (r.metadata or {}).get("ocr"):  # engine, pages, confidence, failed pages
         meta["ocr"] = ocr
     return meta
+
+
+async def find(
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str, *, ready: bool = False
+) -> DocumentRef:
+    """The document `ref` names, as `resolve`, on a connection of its own under `scope`;
+    `ready`: refused unless fully ingested."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await resolve(conn, ref, scope)
+    if ready:
+        require_ready(doc)
+    return doc
+
+
+async def page_after(
+    pool: AsyncConnectionPool, scope: list[str] | None, after: tuple[str, str], limit: int
+) -> list[DocumentRef]:
+    """Up to `limit` documents past the (path, id) `after`: keyset paging on a total order."""
+    async with scoped_connection(pool, scope) as conn:
+        return [DocumentRef(r) for r in await catalog.documents_after(conn, scope, after, limit)]
+
+
+async def folders_of(pool: AsyncConnectionPool, scope: list[str] | None) -> list[dict[str, Any]]:
+    async with scoped_connection(pool, scope) as conn:
+        return await list_folders(conn, scope)
+
+
+async def listing(
+    pool: AsyncConnectionPool, scope: list[str] | None, **filters: Any
+) -> list[dict[str, Any]]:
+    """`list_documents` (same keyword filters) on a connection of its own under `scope`."""
+    async with scoped_connection(pool, scope) as conn:
+        return await list_documents(conn, scope, **filters)
+
+
+async def ready_text(
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str
+) -> tuple[DocumentRef, str]:
+    """A fully ingested document and its whole extracted text, read in one snapshot."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await resolve(conn, ref, scope)
+        require_ready(doc)
+        return doc, await extracted_text(conn, doc.id)
+
+
+async def ready_chunks(
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str, after: int, limit: int
+) -> tuple[DocumentRef, list[dict[str, Any]]]:
+    """A fully ingested document and its chunks past ordinal `after`, in one snapshot."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await resolve(conn, ref, scope)
+        require_ready(doc)
+        return doc, await chunks(conn, doc.id, after, limit)
 
 
 async def delete_document(pool: AsyncConnectionPool, scope: list[str] | None, ref: str) -> None:

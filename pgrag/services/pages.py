@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import cast
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
 from pgrag.ingest.parsers.base import Unit, UnitKind
 from pgrag.ingest.parsers.docx import page_texts
@@ -26,6 +28,7 @@ HEADER_ROW = 1
 
 @dataclass(frozen=True)
 class PageSelection:
+    doc: docs.DocumentRef
     pages: list[tuple[int, str]]  # (page number, text) of the wanted pages
     total: int  # pages of the whole document
 
@@ -34,6 +37,7 @@ class PageSelection:
 class SheetSlice:
     """Rows of one sheet from `first_row` on, cut to the asked columns."""
 
+    doc: docs.DocumentRef
     sheet_name: str | None
     headers: list[str]
     rows: list[list[str]]
@@ -54,6 +58,7 @@ class Slide:
 
 @dataclass(frozen=True)
 class SlideSelection:
+    doc: docs.DocumentRef
     slides: list[Slide]
     total: int
 
@@ -68,10 +73,13 @@ async def ready_document(
 
 
 async def section_texts(
-    conn: psycopg.AsyncConnection, doc_id: str, section: str | None
-) -> list[str]:
-    """Unit bodies in order; only the section titled `section` (any case) when given."""
-    units = await store.units(conn, doc_id)
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str, section: str | None
+) -> tuple[docs.DocumentRef, list[str]]:
+    """A ready document's unit bodies in order; only the section titled `section` (any
+    case) when given."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await ready_document(conn, ref, scope)
+        units = await store.units(conn, doc.id)
     if section is not None:
         wanted = section.strip().lower()
         units = [u for u in units if (u.title or "").strip().lower() == wanted]
@@ -80,18 +88,20 @@ async def section_texts(
                 f"no section '{section}' in this document: see get_document_outline",
                 detail={"field": "section"},
             )
-    return [u.body for u in units]
+    return doc, [u.body for u in units]
 
 
 async def read_pages(
-    conn: psycopg.AsyncConnection, doc: docs.DocumentRef, page_range: str | None
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str, page_range: str | None
 ) -> PageSelection:
-    """The pages `page_range` names ('1-5,8'; all when omitted)."""
-    pages = _pages_of(doc, await store.units(conn, doc.id))
+    """The pages `page_range` names ('1-5,8'; all when omitted) of a ready document."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await ready_document(conn, ref, scope)
+        pages = _pages_of(doc, await store.units(conn, doc.id))
     numbers = set(
         parse_number_list(page_range, "page_range", max((p for p, _ in pages), default=0))
     )
-    return PageSelection([(p, t) for p, t in pages if p in numbers], len(pages))
+    return PageSelection(doc, [(p, t) for p, t in pages if p in numbers], len(pages))
 
 
 def _pages_of(doc: docs.DocumentRef, units: list[UnitRow]) -> list[tuple[int, str]]:
@@ -120,16 +130,33 @@ def _pages_of(doc: docs.DocumentRef, units: list[UnitRow]) -> list[tuple[int, st
     )
 
 
+Bounds = tuple[int, int, int | None, int | None]  # an A1 range: min_col, min_row, max_col, max_row
+
+
 async def read_sheet(
+    pool: AsyncConnectionPool,
+    scope: list[str] | None,
+    ref: str,
+    sheet_name: str | None,
+    bounds: Bounds | None,
+    offset: int,
+) -> SheetSlice:
+    """Rows of a ready document's sheet (see `_sheet_slice`), in one snapshot."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await ready_document(conn, ref, scope)
+        return await _sheet_slice(conn, doc, sheet_name, bounds, offset)
+
+
+async def _sheet_slice(
     conn: psycopg.AsyncConnection,
     doc: docs.DocumentRef,
     sheet_name: str | None,
-    bounds: tuple[int, int, int | None, int | None] | None,
+    bounds: Bounds | None,
     offset: int,
 ) -> SheetSlice:
-    """Rows of a sheet (the first when unnamed) within an A1 range's bounds (min_col,
-    min_row, max_col, max_row), from `offset` rows past the range's start. Without a
-    range the header row is left out of the rows (it is returned as `headers`)."""
+    """Rows of a sheet (the first when unnamed) within an A1 range's bounds, from `offset`
+    rows past the range's start. Without a range the header row is left out of the rows
+    (it is returned as `headers`)."""
     sheets = await store.units(conn, doc.id, kind="sheet")
     if not sheets:
         raise InvalidArgument(
@@ -162,6 +189,7 @@ async def read_sheet(
     header = await store.sheet_rows(conn, sheet.id, HEADER_ROW, HEADER_ROW)
     cut = slice(min_col - 1, max_col)
     return SheetSlice(
+        doc=doc,
         sheet_name=sheet.title,
         headers=list(header[0].cells)[cut] if header else [],
         rows=[list(r.cells)[cut] for r in rows],
@@ -174,9 +202,18 @@ async def read_sheet(
 
 
 async def read_slides(
+    pool: AsyncConnectionPool, scope: list[str] | None, ref: str, slide_numbers: str | None
+) -> SlideSelection:
+    """The slides `slide_numbers` names ('1-5,8'; all when omitted) of a ready document,
+    with speaker notes."""
+    async with scoped_connection(pool, scope) as conn:
+        doc = await ready_document(conn, ref, scope)
+        return await _slides(conn, doc, slide_numbers)
+
+
+async def _slides(
     conn: psycopg.AsyncConnection, doc: docs.DocumentRef, slide_numbers: str | None
 ) -> SlideSelection:
-    """The slides `slide_numbers` names ('1-5,8'; all when omitted), with speaker notes."""
     total = (await store.unit_counts(conn, doc.id)).get("slide", 0)
     if not total:
         raise InvalidArgument(
@@ -194,4 +231,4 @@ async def read_slides(
         )
         for r in rows
     ]
-    return SlideSelection(slides, total)
+    return SlideSelection(doc, slides, total)

@@ -1,4 +1,4 @@
-"""Pruning search_log and audit_log (migration 0012): without it both grow by every call."""
+"""Pruning search_log and audit_log: without it both grow by every call."""
 
 from __future__ import annotations
 

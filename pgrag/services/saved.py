@@ -233,7 +233,7 @@ class SavedDocuments:
             row = await _lock_saved(conn, ref, doc)
             # with its vectors out of the per-language sums (no trigger does it on Citus)
             deleted = bool(await removals.delete_documents(conn, row.collection_id, [doc.id]))
-        return Deleted(deleted=deleted, document_id=doc.id, path=doc.row["path"])
+        return Deleted(deleted=deleted, document_id=doc.id, path=doc.row.path)
 
     async def find(
         self, topic: str | None, tags: list[str] | None, limit: int, include_content: bool
@@ -376,7 +376,7 @@ def _note(row: SavedRow, include_content: bool) -> SavedItem:
 def _require_saved(source: str, ref: docs.DocumentRef) -> None:
     if source != "saved":
         raise Forbidden(
-            f"'{ref.row['path']}' is an ingested file: only documents created with "
+            f"'{ref.row.path}' is an ingested file: only documents created with "
             "save_document can be changed or deleted here; edit the file and ingest it again",
             detail={"document_id": ref.id, "source": source},
         )

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
 from pgrag.services.documents import DocumentRef
 from pgrag.store import status as store
@@ -27,7 +28,7 @@ DOCUMENT_STATUS_KEYS = (
 
 def document_status(doc: DocumentRef) -> dict[str, Any]:
     """One document's status, progress and error, as REST /api/status?document= answers."""
-    return {k: doc.row[k] for k in DOCUMENT_STATUS_KEYS}
+    return {k: getattr(doc.row, k) for k in DOCUMENT_STATUS_KEYS}
 
 
 async def status_report(
@@ -57,6 +58,12 @@ async def status_report(
         "vectors_pending": asdict(totals),
         "ocr": asdict(ocr) if ocr and (ocr.documents or ocr.unavailable) else None,
     }
+
+
+async def report_for(pool: AsyncConnectionPool, scope: list[str] | None) -> dict[str, Any]:
+    """`status_report` for every document the caller may see, in one snapshot."""
+    async with scoped_connection(pool, scope) as conn:
+        return await status_report(conn, None, scope)
 
 
 async def database_ready(pool: AsyncConnectionPool | None) -> bool:

@@ -10,20 +10,36 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row
 
-RESOLVE_SQL = """
+from pgrag.store.rows import DocumentRow
+
+# the columns of a DocumentRow
+DOCUMENT_COLUMNS = """
 SELECT d.id::text AS document_id, d.name, d.path, d.folder, d.file_type, d.status, d.progress,
        d.vectors_pending,
        d.error_code, d.error_detail, d.title, d.author, d.submitter, d.size_bytes, d.tags,
        d.created_at, d.modified_at, d.ingested_at, d.outline, d.metadata, c.name AS collection,
        d.metadata -> 'ocr' AS ocr
 FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
-WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+"""
+RESOLVE_SQL = (
+    DOCUMENT_COLUMNS
+    + """WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
   AND (d.id::text = %(ref)s OR d.path = %(ref)s OR d.name = %(ref)s)
 ORDER BY (d.id::text = %(ref)s) DESC, (d.path = %(ref)s) DESC, d.path
 LIMIT 20
 """
+)
+# Keyset paging on (path, id): a total order. Paths repeat across collections, and a cursor
+# that kept only the last path skipped the other collections' documents with that path.
+RESOURCES_SQL = (
+    DOCUMENT_COLUMNS
+    + """WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
+  AND (d.path, d.id) > (%(after)s, %(after_id)s::uuid)
+ORDER BY d.path, d.id LIMIT %(limit)s
+"""
+)
 
 FOLDERS_SQL = """
 SELECT d.folder, count(*) AS documents
@@ -74,11 +90,24 @@ ORDER BY ordinal LIMIT %(limit)s
 
 async def resolve_candidates(
     conn: psycopg.AsyncConnection, ref: str, scope: list[str] | None
-) -> list[dict[str, Any]]:
+) -> list[DocumentRow]:
     """Up to 20 documents `ref` may name (id, path or file name): exact id first, then
     exact path, then by path."""
-    async with conn.cursor(row_factory=dict_row) as cur:
+    async with conn.cursor(row_factory=class_row(DocumentRow)) as cur:
         await cur.execute(RESOLVE_SQL, {"ref": ref, "scope": scope})
+        return await cur.fetchall()
+
+
+async def documents_after(
+    conn: psycopg.AsyncConnection,
+    scope: list[str] | None,
+    after: tuple[str, str],
+    limit: int,
+) -> list[DocumentRow]:
+    """Up to `limit` documents after the (path, id) `after`, in (path, id) order."""
+    args = {"scope": scope, "after": after[0], "after_id": after[1], "limit": limit}
+    async with conn.cursor(row_factory=class_row(DocumentRow)) as cur:
+        await cur.execute(RESOURCES_SQL, args)
         return await cur.fetchall()
 
 

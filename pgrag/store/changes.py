@@ -20,6 +20,29 @@ ANNOUNCE_SQL = "SELECT pgrag.announce_documents_changed(op) FROM unnest(%s::text
 
 Operation = Literal["INSERT", "UPDATE", "DELETE"]
 
+CHANNEL = "pgrag_documents"
+# The documents that have been ingested (or failed) with their identity and content: a new
+# file is first written as `processing` and then finished, two statements and often two
+# bursts, but one change. Only a change of this state is announced.
+STATE_SQL = """
+SELECT count(*), coalesce(sum(hashtextextended(
+           d.id::text || '|' || d.path || '|' || d.content_hash, 0)), 0)
+FROM pgrag.documents d WHERE d.content_hash IS NOT NULL
+"""
+LISTEN_SQL = "LISTEN " + CHANNEL
+
+
+async def listen(conn: psycopg.AsyncConnection) -> None:
+    """Subscribe `conn` (autocommit) to the change notifications; read them with
+    `conn.notifies()`."""
+    await conn.execute(LISTEN_SQL)
+
+
+async def documents_state(conn: psycopg.AsyncConnection) -> tuple[int, int]:
+    """(count, hash) of the finished documents' identities and contents."""
+    row = await (await conn.execute(STATE_SQL)).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
 
 async def announce(conn: psycopg.AsyncConnection, *ops: Operation) -> None:
     """Queue the change notifications in the caller's open transaction: one per operation

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import psycopg
 from psycopg.rows import class_row
 
 from pgrag.db.one import scalar
-from pgrag.embeddings.base import EmbeddingProvider, dimension_mismatch
-from pgrag.errors import NotFound
+from pgrag.errors import InvalidArgument, NotFound, PgragError
+
+
+class Embedder(Protocol):
+    """What a collection records of an embedding provider: its model's name."""
+
+    @property
+    def model(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ async def activate_embedding_set(
 
 
 async def ensure_collection(
-    conn: psycopg.AsyncConnection, name: str, provider: EmbeddingProvider, dimensions: int
+    conn: psycopg.AsyncConnection, name: str, provider: Embedder, dimensions: int
 ) -> Collection:
     """Get or create a collection bound to the provider's model; refuse a model mismatch."""
     await conn.execute(INSERT_COLLECTION_SQL, (name,))
@@ -108,3 +115,21 @@ async def ensure_collection(
 def check_model(col: Collection, model: str, dimensions: int) -> None:
     if col.model != model or col.dimensions != dimensions:
         raise dimension_mismatch(col.name, col.model or "?", col.dimensions or 0, model, dimensions)
+
+
+def dimension_mismatch(
+    collection: str, stored_model: str, stored_dims: int, model: str, dims: int
+) -> PgragError:
+    """The error for a collection embedded by another model: names both and the fix."""
+    return InvalidArgument(
+        f"collection '{collection}' holds {stored_dims}-dimension embeddings from {stored_model}, "
+        f"but the configured model {model} produces {dims}: run "
+        f"`pgrag reindex --collection {collection} --model {model}` to re-embed it, "
+        f"or set PGRAG_EMBEDDING_MODEL={stored_model}.",
+        detail={
+            "stored_model": stored_model,
+            "stored_dimensions": stored_dims,
+            "model": model,
+            "dimensions": dims,
+        },
+    )

@@ -113,3 +113,35 @@ class SavedRow:
     modified_at: datetime | None
     collection: str
     content: str | None
+
+
+# ---- documents ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """A stored document with its collection, as a reference resolves to (DOCUMENT_COLUMNS
+    in store/catalog.py)."""
+
+    document_id: str
+    name: str
+    path: str
+    folder: str
+    file_type: str
+    status: str  # pending, processing, ready or failed
+    progress: float
+    vectors_pending: int
+    error_code: str | None
+    error_detail: str | None
+    title: str | None
+    author: str | None
+    submitter: str | None
+    size_bytes: int | None
+    tags: list[str]
+    created_at: datetime | None
+    modified_at: datetime | None
+    ingested_at: datetime | None
+    outline: dict[str, Any] | None
+    metadata: dict[str, Any]
+    collection: str
+    ocr: dict[str, Any] | None  # what OCR did (metadata -> 'ocr')

@@ -7,7 +7,7 @@
 -- coverage_gain and max_lexical_share were chosen on SciFact train (40_hybrid.sql),
 -- proximity_weight and proximity_width (20_lexical.sql) on SciFact train and the office
 -- documents of benchmarks/docbench (benchmarks/README.md, "Proximity"). BM25's k1 = 0.9 and
--- b = 0.4 are bm25s' defaults (SciFact keyword nDCG@10 0.68 against ts_rank_cd's 0.38);
+-- b = 0.4 are bm25s' defaults (their SciFact figures against ts_rank_cd: benchmarks/README.md);
 -- candidate_budget (postings of common terms read per query) and rescore_size (chunks
 -- whose full BM25 is computed) bound the lexical leg's work (20_lexical.sql).
 CREATE OR REPLACE FUNCTION pgrag.fusion_defaults() RETURNS TABLE (

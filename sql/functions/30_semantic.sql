@@ -4,7 +4,7 @@
 --
 -- Language-neutral similarity. A multilingual model ranks any same-language text above
 -- the other-language text that answers (xquad-mixed, question in the other language than
--- its paragraph: nDCG@10 0.10 by plain cosine). When an embedding set holds at least two
+-- its paragraph: benchmarks/README.md, "plain cosine"). When an embedding set holds at least two
 -- languages with min_documents documents each:
 --   * chunks in the query's language keep their plain cosine (their order is unchanged);
 --   * a chunk in another language is compared with both sides centred on their language:

@@ -30,8 +30,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.fixtures.knowledge_base import KB_DIRNAME, build_knowledge_base
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
 from tests.support.servers import free_port, wait_http
 
 KB_COLLECTION = "kb"

@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourcesListChanged, Subscription
 
-from tests.conftest import pgrag_cmd
+from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import HttpServer, child_env, http_server
 from tests.support.notify import wait_for
 

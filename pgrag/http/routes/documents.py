@@ -9,7 +9,6 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
-from pgrag.db.scope import scoped_connection
 from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.jsonable import jsonable
@@ -38,30 +37,28 @@ async def api_documents(
     limit: Annotated[QueryInt, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:
     """Documents, ordered by path."""
-    async with scoped_connection(context.pool, scope) as conn:
-        rows = await docs.list_documents(
-            conn,
-            scope,
-            folder=folder,
-            file_type=file_type,
-            status=status,
-            offset=offset,
-            limit=limit,
-        )
+    rows = await docs.listing(
+        context.pool,
+        scope,
+        folder=folder,
+        file_type=file_type,
+        status=status,
+        offset=offset,
+        limit=limit,
+    )
     return {"documents": [jsonable(r) for r in rows], "offset": offset, "limit": limit}
 
 
 @router.get("/api/documents/{document_id}", responses=error_docs(404))
 async def api_document(context: Context, scope: Scope, document_id: str) -> dict[str, Any]:
     """A document's metadata and cached outline."""
-    async with scoped_connection(context.pool, scope) as conn:
-        doc = await docs.resolve(conn, document_id, scope)
+    doc = await docs.find(context.pool, scope, document_id)
     return {
         "metadata": jsonable(docs.metadata(doc)),
-        "outline": doc.row["outline"] or {},
-        "status": doc.row["status"],
-        "error_code": doc.row["error_code"],
-        "error_detail": doc.row["error_detail"],
+        "outline": doc.row.outline or {},
+        "status": doc.row.status,
+        "error_code": doc.row.error_code,
+        "error_detail": doc.row.error_detail,
     }
 
 
@@ -72,10 +69,7 @@ async def api_document(context: Context, scope: Scope, document_id: str) -> dict
 )
 async def api_document_content(context: Context, scope: Scope, document_id: str) -> Response:
     """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
-    async with scoped_connection(context.pool, scope) as conn:
-        doc = await docs.resolve(conn, document_id, scope)
-        docs.require_ready(doc)
-        text = await docs.extracted_text(conn, doc.id)
+    _, text = await docs.ready_text(context.pool, scope, document_id)
     return PlainTextResponse(text)
 
 

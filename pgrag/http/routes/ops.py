@@ -9,13 +9,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
 from pgrag import metrics
-from pgrag.db.scope import scoped_connection
 from pgrag.http.deps import Context, Scope, shared_context
 from pgrag.http.errors import ERROR_DESCRIPTIONS, ErrorBody, error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
 from pgrag.services.context import SharedContext
-from pgrag.services.status import database_ready, document_status, status_report
+from pgrag.services.status import database_ready, document_status, report_for
 
 # Two routers so the OpenAPI document keeps its order: probes first, status after the
 # document routes.
@@ -63,10 +62,9 @@ async def metrics_endpoint() -> Response:
 @status.get("/api/status", responses=error_docs(404))
 async def api_status(context: Context, scope: Scope, document: str | None = None) -> dict[str, Any]:
     """Counts by status, or one document's status, progress and error."""
-    async with scoped_connection(context.pool, scope) as conn:
-        if document:
-            report = document_status(await docs.resolve(conn, document, scope))
-        else:
-            report = await status_report(conn, None, scope)
+    if document:
+        report = document_status(await docs.find(context.pool, scope, document))
+    else:
+        report = await report_for(context.pool, scope)
     body: dict[str, Any] = jsonable(report)
     return body

@@ -5,21 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
 
 from pgrag.deadline import within
 from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
+from pgrag.paging import Continuation
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
 router = APIRouter(tags=["search"])
-
-
-class Continuation(BaseModel):
-    has_more: bool
-    token: str | None
 
 
 class SearchBody(SearchData):

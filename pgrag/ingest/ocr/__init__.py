@@ -5,11 +5,10 @@ Parsers call `ocr_images`; everything engine-specific stays in `engines.py`.
 
 from __future__ import annotations
 
-from .engines import OCR_UNAVAILABLE, OcrUnavailable
+from .engines import OcrUnavailable
 from .runner import OcrOptions, OcrPage, ocr_images, summarize
 
 __all__ = [
-    "OCR_UNAVAILABLE",
     "OcrOptions",
     "OcrPage",
     "OcrUnavailable",

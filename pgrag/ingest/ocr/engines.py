@@ -22,9 +22,7 @@ from typing import Protocol
 
 from PIL import Image
 
-from pgrag.ingest.parsers.base import OCR_UNAVAILABLE
-
-__all__ = ["OCR_UNAVAILABLE", "Engine", "Line", "OcrUnavailable", "load", "timed_out"]
+__all__ = ["Engine", "Line", "OcrUnavailable", "load", "timed_out"]
 RAPIDOCR_LANGUAGES = frozenset({"chi_sim", "eng"})
 INSTALL_HINT = (
     "install an OCR engine: `pip install rapidocr-onnxruntime` (Chinese + English, no "

@@ -13,35 +13,16 @@ import pathlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from .base import (
-    CORRUPT_FILE,
-    EMPTY_FILE,
-    ENCODING_ERROR,
-    ENCRYPTED,
-    OCR_UNAVAILABLE,
-    TOO_LARGE,
-    UNREADABLE,
-    UNSUPPORTED_FORMAT,
-    ParsedDocument,
-    ParseError,
-    Source,
-    Unit,
-)
+from pgrag.errors import ErrorCode
+
+from .base import ParsedDocument, ParseError, Source, Unit
 from .limits import check_zip
 
 if TYPE_CHECKING:
     from ..ocr import OcrOptions
 
 __all__ = [
-    "CORRUPT_FILE",
-    "EMPTY_FILE",
-    "ENCODING_ERROR",
-    "ENCRYPTED",
-    "OCR_UNAVAILABLE",
     "SUPPORTED_EXTENSIONS",
-    "TOO_LARGE",
-    "UNREADABLE",
-    "UNSUPPORTED_FORMAT",
     "ParseError",
     "ParsedDocument",
     "Unit",
@@ -117,7 +98,7 @@ def parse(
     if ext not in SUPPORTED_EXTENSIONS:
         shown = f".{ext}" if ext else "files without an extension"
         raise ParseError(
-            UNSUPPORTED_FORMAT,
+            ErrorCode.UNSUPPORTED_FORMAT,
             f"{shown} is not supported; supported: {', '.join(sorted(SUPPORTED_EXTENSIONS))}",
         )
     if opened is not None:
@@ -127,7 +108,9 @@ def parse(
     try:
         f = open_in_root(path.parent, path.name)
     except OSError as exc:
-        raise ParseError(UNREADABLE, f"cannot read the file: {exc.strerror or exc}") from None
+        raise ParseError(
+            ErrorCode.UNREADABLE, f"cannot read the file: {exc.strerror or exc}"
+        ) from None
     with f:
         return _parse_opened(path, ext, f, ocr)
 
@@ -136,7 +119,9 @@ def _parse_opened(
     path: pathlib.Path, ext: str, f: BinaryIO, ocr: OcrOptions | None
 ) -> ParsedDocument:
     if os.fstat(f.fileno()).st_size == 0 and ext in _BINARY:
-        raise ParseError(CORRUPT_FILE, f"the file is empty (0 bytes), not a valid .{ext} file")
+        raise ParseError(
+            ErrorCode.CORRUPT_FILE, f"the file is empty (0 bytes), not a valid .{ext} file"
+        )
     parser = _parser_for(ext)
     if ext in _OCR:
         parser = functools.partial(parser, ocr=ocr)
@@ -149,11 +134,12 @@ def _parse_opened(
     except Exception as exc:  # any library failure on a bad file: a readable reason
         if _out_of_memory(exc):
             raise ParseError(
-                TOO_LARGE, "the file needs more memory than a parse may take"
+                ErrorCode.TOO_LARGE, "the file needs more memory than a parse may take"
             ) from None
         reason = str(exc).strip() or "no details"
         raise ParseError(
-            CORRUPT_FILE, f"could not read the .{ext} file ({type(exc).__name__}: {reason})"
+            ErrorCode.CORRUPT_FILE,
+            f"could not read the .{ext} file ({type(exc).__name__}: {reason})",
         ) from exc
 
 

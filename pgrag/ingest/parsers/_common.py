@@ -8,7 +8,9 @@ from typing import Any
 
 from charset_normalizer import from_bytes
 
-from .base import ENCODING_ERROR, ParseError, Source, Unit
+from pgrag.errors import ErrorCode
+
+from .base import ParseError, Source, Unit
 from .limits import MAX_COLUMNS, MAX_ROWS, MAX_SHEET_CELLS, MAX_TEXT_BYTES, too_large
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -43,7 +45,9 @@ def _decode(data: bytes) -> tuple[str, str]:
             try:
                 return data.decode(encoding), encoding
             except UnicodeDecodeError as exc:
-                raise ParseError(ENCODING_ERROR, f"invalid {encoding} text: {exc}") from None
+                raise ParseError(
+                    ErrorCode.ENCODING_ERROR, f"invalid {encoding} text: {exc}"
+                ) from None
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -55,7 +59,7 @@ def _decode(data: bytes) -> tuple[str, str]:
         except (UnicodeDecodeError, LookupError):
             pass  # detection ran on a sample; the rest of the file disagrees
     if data.count(0) > len(data) // 10:
-        raise ParseError(ENCODING_ERROR, "file looks binary, not text")
+        raise ParseError(ErrorCode.ENCODING_ERROR, "file looks binary, not text")
     return data.decode("utf-8", errors="replace"), "utf-8"
 
 

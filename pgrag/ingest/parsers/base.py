@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
 
+from pgrag.errors import ErrorCode
+
 UnitKind = Literal["page", "sheet", "slide", "section", "text"]
 
 
@@ -59,24 +61,16 @@ class Source:
         self.file.seek(0)
         data = self.file.read(limit + 1)
         if len(data) > limit:
-            raise ParseError(TOO_LARGE, f"the file is larger than {limit // (1 << 20)} MB")
+            raise ParseError(
+                ErrorCode.TOO_LARGE, f"the file is larger than {limit // (1 << 20)} MB"
+            )
         return data
 
 
 class ParseError(Exception):
     """A file we cannot read. `code` is stable (stored as the document's error_code)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-CORRUPT_FILE = "CORRUPT_FILE"
-UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
-EMPTY_FILE = "EMPTY_FILE"
-ENCODING_ERROR = "ENCODING_ERROR"
-ENCRYPTED = "ENCRYPTED"  # password-protected file we cannot open with an empty password
-UNREADABLE = "UNREADABLE"  # the OS refused to read the file (permissions, vanished, is a directory)
-OCR_UNAVAILABLE = "OCR_UNAVAILABLE"  # scanned pages or an image, and no OCR engine installed
-TOO_LARGE = "TOO_LARGE"  # expands beyond a bound of limits.py (cells, pixels, bytes, pages)

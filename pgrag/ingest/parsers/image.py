@@ -10,7 +10,9 @@ from typing import Any
 
 from PIL import Image, ImageOps, ImageSequence
 
-from ..ocr import OCR_UNAVAILABLE, OcrOptions, OcrPage, OcrUnavailable, ocr_images, summarize
+from pgrag.errors import ErrorCode
+
+from ..ocr import OcrOptions, OcrPage, OcrUnavailable, ocr_images, summarize
 from .base import ParsedDocument, ParseError, Source, Unit
 from .limits import MAX_BINARY_BYTES, MAX_IMAGE_PIXELS, MAX_PAGES, too_large
 
@@ -73,7 +75,9 @@ def parse(src: Source, ocr: OcrOptions | None = None) -> ParsedDocument:
             ocr or OcrOptions(),
         )
     except OcrUnavailable as exc:
-        raise ParseError(OCR_UNAVAILABLE, f".{ext} images need OCR: {exc.message}") from None
+        raise ParseError(
+            ErrorCode.OCR_UNAVAILABLE, f".{ext} images need OCR: {exc.message}"
+        ) from None
     units = [
         Unit(
             kind="page",

@@ -13,7 +13,9 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 
-from .base import CORRUPT_FILE, UNSUPPORTED_FORMAT, ParsedDocument, ParseError, Source
+from pgrag.errors import ErrorCode
+
+from .base import ParsedDocument, ParseError, Source
 from .limits import check_zip
 
 TARGET = {
@@ -39,7 +41,7 @@ def parse(src: Source, parse_target: Callable[[Source], ParsedDocument]) -> Pars
     binary = soffice()
     if binary is None:
         raise ParseError(
-            UNSUPPORTED_FORMAT,
+            ErrorCode.UNSUPPORTED_FORMAT,
             f".{ext} files need LibreOffice: install it (apt install libreoffice-core) "
             f"to ingest .{ext} files, or save the file as .{target}",
         )
@@ -65,13 +67,14 @@ def parse(src: Source, parse_target: Callable[[Source], ParsedDocument]) -> Pars
             done = subprocess.run(command, capture_output=True, timeout=TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise ParseError(
-                CORRUPT_FILE, f"LibreOffice did not convert the .{ext} file within {TIMEOUT_S} s"
+                ErrorCode.CORRUPT_FILE,
+                f"LibreOffice did not convert the .{ext} file within {TIMEOUT_S} s",
             ) from None
         converted = work / "out" / f"source.{target}"
         if not converted.is_file() or converted.stat().st_size == 0:
             reason = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-300:]
             raise ParseError(
-                CORRUPT_FILE,
+                ErrorCode.CORRUPT_FILE,
                 f"LibreOffice could not convert the .{ext} file: {reason or 'no output'}",
             )
         with converted.open("rb") as f:  # our own file: LibreOffice's output

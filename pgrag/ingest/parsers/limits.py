@@ -8,7 +8,9 @@ from __future__ import annotations
 import zipfile
 from typing import BinaryIO
 
-from .base import TOO_LARGE, ParseError
+from pgrag.errors import ErrorCode
+
+from .base import ParseError
 
 MAX_TEXT_BYTES = 128 << 20  # .txt .md .csv .html .xml .xls read whole
 MAX_BINARY_BYTES = 512 << 20  # images, and PDFs with pages to OCR, read whole
@@ -23,7 +25,7 @@ MAX_PAGES = 10_000  # PDF pages, TIFF frames, slides
 
 
 def too_large(what: str) -> ParseError:
-    return ParseError(TOO_LARGE, f"the file expands beyond a bound: {what}")
+    return ParseError(ErrorCode.TOO_LARGE, f"the file expands beyond a bound: {what}")
 
 
 def check_zip(f: BinaryIO) -> None:

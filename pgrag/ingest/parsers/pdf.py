@@ -14,9 +14,11 @@ from typing import Any
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError
 
+from pgrag.errors import ErrorCode
+
 from ..ocr import OcrOptions
 from ._common import clean
-from .base import ENCRYPTED, ParsedDocument, ParseError, Source, Unit
+from .base import ParsedDocument, ParseError, Source, Unit
 from .limits import MAX_PAGES, too_large
 from .pdf_ocr import needs_ocr, ocr_pages
 
@@ -86,9 +88,11 @@ def parse(src: Source, ocr: OcrOptions | None = None) -> ParsedDocument:
         try:
             opened = reader.decrypt("")
         except DependencyError as exc:
-            raise ParseError(ENCRYPTED, f"encrypted PDF: {exc}") from None
+            raise ParseError(ErrorCode.ENCRYPTED, f"encrypted PDF: {exc}") from None
         if opened == PasswordType.NOT_DECRYPTED:
-            raise ParseError(ENCRYPTED, "the PDF is password-protected; remove the password")
+            raise ParseError(
+                ErrorCode.ENCRYPTED, "the PDF is password-protected; remove the password"
+            )
     if len(reader.pages) > MAX_PAGES:
         raise too_large(f"{len(reader.pages):,} pages (at most {MAX_PAGES:,})")
     warnings: list[str] = []

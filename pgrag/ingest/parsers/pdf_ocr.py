@@ -9,7 +9,9 @@ from typing import Any
 
 from PIL import Image
 
-from ..ocr import OCR_UNAVAILABLE, OcrOptions, OcrUnavailable, ocr_images, summarize
+from pgrag.errors import ErrorCode
+
+from ..ocr import OcrOptions, OcrUnavailable, ocr_images, summarize
 from .base import ParseError, Source, Unit
 from .image import page_meta
 from .limits import MAX_BINARY_BYTES
@@ -64,13 +66,13 @@ def ocr_pages(
     src: Source, units: list[Unit], numbers: list[int], options: OcrOptions | None
 ) -> dict[str, Any]:
     """Replace the bodies of `numbers` (1-based) with OCR text; the summary for the
-    document. Raises ParseError(OCR_UNAVAILABLE) when no engine is installed."""
+    document. Raises ParseError(ErrorCode.OCR_UNAVAILABLE) when no engine is installed."""
     options = options or OcrOptions()
     try:
         import pypdfium2  # noqa: F401
     except ImportError:
         raise ParseError(
-            OCR_UNAVAILABLE,
+            ErrorCode.OCR_UNAVAILABLE,
             f"{len(numbers)} page(s) are scanned images and need OCR: "
             "pypdfium2 is not installed (pip install pypdfium2)",
         ) from None
@@ -81,7 +83,7 @@ def ocr_pages(
         )
     except OcrUnavailable as exc:
         raise ParseError(
-            OCR_UNAVAILABLE, f"{len(numbers)} page(s) are scanned images: {exc.message}"
+            ErrorCode.OCR_UNAVAILABLE, f"{len(numbers)} page(s) are scanned images: {exc.message}"
         ) from None
     for page in pages:
         unit = units[page.number - 1]

@@ -75,5 +75,5 @@ async def echart_generate(
 def register(server: MCPServer[Any]) -> None:
     """Publish `echart_generate` (read-only, no outside world)."""
     server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))(
-        enveloped("echart_generate")(echart_generate)
+        enveloped()(echart_generate)
     )

@@ -247,5 +247,5 @@ async def web_search(
 def register(server: MCPServer[Any]) -> None:
     """Publish web_search (read-only, but it reaches the outside world)."""
     server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))(
-        enveloped("web_search", timeout=SEARCH_TIMEOUT_S)(web_search)
+        enveloped(timeout=SEARCH_TIMEOUT_S)(web_search)
     )

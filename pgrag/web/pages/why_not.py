@@ -43,17 +43,15 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
     except NotFound:
         out.reasons.append(("why_not_visible", ref))
         return out
-    out.path = doc.row["path"]
+    out.path = doc.row.path
     out.last = data.results[-1] if data.results else None
     out.shown_rank = next((h.rank for h in data.results if h.document_id == doc.id), None)
-    if doc.row["status"] != "ready":
-        detail = (
-            f"{doc.row['status']} {doc.row['error_code'] or ''} {doc.row['error_detail'] or ''}"
-        )
+    if doc.row.status != "ready":
+        detail = f"{doc.row.status} {doc.row.error_code or ''} {doc.row.error_detail or ''}"
         out.reasons.append(("why_status", detail.strip()))
     only = [UUID(doc.id)]
     out.best = await _best(
-        view, req, SearchFilters(collection=doc.row["collection"], document_ids=only)
+        view, req, SearchFilters(collection=doc.row.collection, document_ids=only)
     )
     # the search's own filters, asked of the search service (never re-implemented here)
     active = req.filters.model_dump(exclude_none=True)

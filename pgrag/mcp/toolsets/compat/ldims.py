@@ -17,7 +17,6 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.compat.ldims_content import iso, register_extracted_content
@@ -25,9 +24,8 @@ from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.search.engine import SearchPage
 from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
 from pgrag.search.modes import SearchMode
+from pgrag.services.compat import DocumentDetails, document_details
 from pgrag.services.context import SEARCH_TIMEOUT_S
-from pgrag.store import compat as store
-from pgrag.store.compat import DocumentDetails
 
 RESPONSE_TOKEN_BUDGET = 20_000
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -293,16 +291,13 @@ async def search_documents(
     started = time.perf_counter()
     page = await state.search.search(req, collection_scope=scope_of(ctx), caller="mcp:ldims")
     hits = page.data.results
-    rows: dict[str, DocumentDetails] = {}
-    if hits:
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            rows = await store.document_details(conn, [h.document_id for h in hits])
+    rows = await document_details(state.pool, scope_of(ctx), [h.document_id for h in hits])
     return _response(page, rows, search_mode, content, started)  # type: ignore[return-value]  # see compat_tool
 
 
 def register(server: MCPServer[Any]) -> None:
     """Publish searchDocuments and the extracted_content resource template."""
     server.tool(name="searchDocuments", annotations=READ_ONLY, description=SEARCH_DESCRIPTION)(
-        compat_tool("searchDocuments", timeout=SEARCH_TIMEOUT_S)(search_documents)
+        compat_tool(SEARCH_TIMEOUT_S, name="searchDocuments")(search_documents)
     )
     register_extracted_content(server)

@@ -16,8 +16,8 @@ from mcp.server.mcpserver.utilities.context_injection import inject_context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_trace_id
+from pgrag.mcp import sdk
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.resources import RESOURCE_ERROR
 from pgrag.services import documents as docs
@@ -105,10 +105,7 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
     uri = f"ldims://docs/{document_id}/extracted_content"
     trace_id = new_trace_id()
     try:
-        async with scoped_connection(state_of(ctx).pool, scope_of(ctx)) as conn:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-            docs.require_ready(doc)
-            text = await docs.extracted_text(conn, doc.id)
+        doc, text = await docs.ready_text(state_of(ctx).pool, scope_of(ctx), document_id)
         if not text.strip():
             raise NotFound(
                 "the document has no extracted text (e.g. a scanned PDF without a text layer)",
@@ -118,8 +115,8 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
         raise _resource_error(as_pgrag_error(exc, trace_id), uri) from exc
     meta = {
         "documentId": doc.id,
-        "documentName": doc.row["name"],
-        "extractedAt": iso(doc.row["ingested_at"]),
+        "documentName": doc.row.name,
+        "extractedAt": iso(doc.row.ingested_at),
         "format": doc.file_type,
     }
     return text, meta
@@ -135,4 +132,4 @@ def register_extracted_content(server: MCPServer[Any]) -> None:
         description=RESOURCE_DESCRIPTION,
         mime_type="text/plain",
     )
-    server._resource_manager._templates[template.uri_template] = template
+    sdk.add_resource_template(server, template)

@@ -16,22 +16,19 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
-import psycopg
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from pgrag.db.scope import scoped_connection
-from pgrag.errors import NotFound
 from pgrag.jsonable import jsonable
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.paging import fit_to_budget, item_tokens
 from pgrag.search.models import SearchFilters, SearchRequest
+from pgrag.services import compat
 from pgrag.services import documents as docs
 from pgrag.services.context import DEFAULT_TIMEOUT_S, SEARCH_TIMEOUT_S
-from pgrag.store import compat as store
 from pgrag.tokens import count_tokens, encoding
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -53,22 +50,6 @@ def cut_to_tokens(text: str, budget: int) -> tuple[str, bool]:
         return text, False
     enc = encoding()
     return enc.decode(enc.encode_ordinary(text)[:budget]).rstrip("\ufffd"), True
-
-
-async def resolve(
-    conn: psycopg.AsyncConnection, ref: int | str, scope: list[str] | None
-) -> docs.DocumentRef:
-    """By the integer id, or by UUID / unique path / file name."""
-    text = str(ref).strip()
-    if isinstance(ref, int) or text.isdigit():
-        found = await store.uuids_for_int_ids(conn, [int(text)], scope)
-        if not found:
-            raise NotFound(
-                f"no document with id {text}: use an id from list_documents or rag_search",
-                detail={"document_id": text},
-            )
-        text = found[0]
-    return await docs.resolve(conn, text, scope)
 
 
 # ---- output models (the `rag` response shapes) ------------------------------------------
@@ -161,8 +142,7 @@ async def rag_search(
     started = time.perf_counter()
     filters = SearchFilters()
     if document_ids:
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            uuids = await store.uuids_for_int_ids(conn, document_ids, scope_of(ctx))
+        uuids = await compat.uuids_for_int_ids(state.pool, scope_of(ctx), document_ids)
         if not uuids:
             return RagSearchResponse(  # type: ignore[return-value]  # see compat_tool
                 results=[], total_results=0, query_time_ms=_ms(started)
@@ -180,10 +160,7 @@ async def rag_search(
     )
     page = await state.search.search(req, collection_scope=scope_of(ctx), caller="mcp:rag")
     hits = page.data.results
-    chunks: dict[int, tuple[int, str]] = {}
-    if hits:
-        async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-            chunks = await store.chunk_texts(conn, [h.chunk_id for h in hits])
+    chunks = await compat.chunk_texts(state.pool, scope_of(ctx), [h.chunk_id for h in hits])
     results = [
         RagResult(
             chunk_id=h.chunk_id,
@@ -208,8 +185,7 @@ async def list_documents(
 ) -> Annotated[CallToolResult, RagDocumentList]:
     """One page of the ready documents, cut to the token budget."""
     state = state_of(ctx)
-    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-        rows, total = await store.ready_documents(conn, scope_of(ctx), offset, limit)
+    rows, total = await compat.ready_documents(state.pool, scope_of(ctx), offset, limit)
     items = [
         RagDocumentItem(
             id=int_id(r.document_id),
@@ -241,15 +217,14 @@ async def get_document(
 ) -> Annotated[CallToolResult, RagDocumentResponse]:
     """A ready document's text and a page of its chunks, each cut to the token budget."""
     state = state_of(ctx)
-    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-        doc = await resolve(conn, document_id, scope_of(ctx))
-        docs.require_ready(doc)
-        text = await docs.extracted_text(conn, doc.id)
-        rows = await docs.chunks(conn, doc.id, after=chunk_offset, limit=MAX_CHUNK_ROWS)
-        total_chunks = await store.chunk_count(conn, doc.id)
-    content, truncated = cut_to_tokens(text, max_tokens)
+    read = await compat.read_document(
+        state.pool, scope_of(ctx), document_id, chunk_offset, MAX_CHUNK_ROWS
+    )
+    doc, total_chunks = read.doc, read.total_chunks
+    content, truncated = cut_to_tokens(read.text, max_tokens)
     chunks = [
-        RagChunk(id=r["chunk_id"], chunk_index=r["ordinal"] - 1, content=r["content"]) for r in rows
+        RagChunk(id=r["chunk_id"], chunk_index=r["ordinal"] - 1, content=r["content"])
+        for r in read.chunks
     ]
     fit = fit_to_budget(chunks, max_tokens, lambda c: item_tokens(c.model_dump()))
     kept = chunks[: fit.count]
@@ -257,7 +232,7 @@ async def get_document(
     return RagDocumentResponse(  # type: ignore[return-value]  # see compat_tool
         document=RagDocument(
             id=int_id(doc.id),
-            filename=doc.row["name"],
+            filename=doc.row.name,
             file_type=doc.file_type,
             content=content,
             metadata=jsonable(docs.metadata(doc)),
@@ -278,10 +253,7 @@ def register(server: MCPServer[Any]) -> None:
         (get_document, GET_DESCRIPTION, DEFAULT_TIMEOUT_S),
     ]
     for handler, description, timeout in tools:
-        name = handler.__name__
-        server.tool(name=name, annotations=READ_ONLY, description=description)(
-            compat_tool(name, timeout=timeout)(handler)
-        )
+        server.tool(annotations=READ_ONLY, description=description)(compat_tool(timeout)(handler))
 
 
 def _ms(started: float) -> int:

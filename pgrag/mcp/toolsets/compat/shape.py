@@ -63,8 +63,8 @@ COMPAT = CompatShape()
 
 
 def compat_tool(
-    tool: str, timeout: float
+    timeout: float, *, name: str | None = None
 ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[CallToolResult]]]:
     """`tool_call` answering in the compatibility shape. The body returns a dict; its return
     annotation is what the SDK publishes (the wrapper's CallToolResult), hence `Any` here."""
-    return tool_call(tool, COMPAT, timeout)
+    return tool_call(COMPAT, timeout, name=name)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import psycopg
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from pgrag.db.scope import scoped_connection
 from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.paged import PagedCall, model_tokens
@@ -29,17 +27,15 @@ ROWS_PER_READ = 200  # listed per page at most; one more is read to know there a
 CHUNK_LOCATION_KEYS = ("page", "section", "sheet", "row_start", "row_end", "slide", "token_count")
 
 
-@enveloped("list_folders")
+@enveloped()
 async def list_folders(ctx: Context[Any, Any]) -> result(FoldersData):  # type: ignore[valid-type]
     """List the folders of the knowledge base with how many documents each holds. Use it
     to explore what exists before list_documents."""
-    state = state_of(ctx)
-    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-        rows = await docs.list_folders(conn, scope_of(ctx))
+    rows = await docs.folders_of(state_of(ctx).pool, scope_of(ctx))
     return Envelope[FoldersData](data=FoldersData(folders=[FolderItem(**r) for r in rows]))
 
 
-@enveloped("list_documents")
+@enveloped()
 async def list_documents(
     ctx: Context[Any, Any],
     folder: Annotated[
@@ -52,17 +48,16 @@ async def list_documents(
 ) -> result(DocumentsData):  # type: ignore[valid-type]
     """List documents (name, document_id, type, status, modified) in a folder, paged by
     token budget. Use the document_id with the get_* tools."""
-    call = PagedCall.of(ctx, "list_documents", continuation_token, folder, file_type, status)
-    async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
-        rows = await docs.list_documents(
-            conn,
-            scope_of(ctx),
-            folder=folder,
-            file_type=file_type,
-            status=status,
-            offset=call.offset,
-            limit=ROWS_PER_READ + 1,
-        )
+    call = PagedCall.of(ctx, continuation_token, folder, file_type, status)
+    rows = await docs.listing(
+        call.state.pool,
+        scope_of(ctx),
+        folder=folder,
+        file_type=file_type,
+        status=status,
+        offset=call.offset,
+        limit=ROWS_PER_READ + 1,
+    )
     items = [_document_item(r) for r in rows[:ROWS_PER_READ]]
     page = call.cut(items, call.offset + len(rows), max_tokens, model_tokens)
     return page.envelope(DocumentsData(documents=page.items, token_count=page.tokens))
@@ -84,7 +79,7 @@ def _document_item(r: dict[str, Any]) -> DocumentItem:
     )
 
 
-@enveloped("get_document_outline")
+@enveloped()
 async def get_document_outline(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -92,21 +87,19 @@ async def get_document_outline(
     """The structure of a document without its text: pdf pages and bookmarks, sheets
     with rows/columns, slide titles, headings; plus size, title, author and dates.
     Instant (cached at ingestion). Use it to choose page/sheet/slide ranges."""
-    state = state_of(ctx)
-    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-        doc = await pages.ready_document(conn, document_id, scope_of(ctx))
+    doc = await docs.find(state_of(ctx).pool, scope_of(ctx), document_id, ready=True)
     return Envelope[OutlineData](
         data=OutlineData(
             document_id=doc.id,
-            name=doc.row["name"],
+            name=doc.row.name,
             type=doc.file_type,
-            outline=doc.row["outline"] or {},
+            outline=doc.row.outline or {},
             metadata=docs.metadata(doc),
         )
     )
 
 
-@enveloped("get_document_data")
+@enveloped()
 async def get_document_data(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -120,19 +113,15 @@ async def get_document_data(
     """A document's extracted text (format=raw), its indexed chunks with locations
     (format=chunks) or its metadata (format=metadata), paged by token budget. Best for
     txt, md, html, xml; use get_pages / get_sheet_data / get_slides for structured files."""
-    call = PagedCall.of(ctx, "get_document_data", continuation_token, document_id, format, section)
-    async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
-        doc = await docs.resolve(conn, document_id, scope_of(ctx))
-        if format == "metadata":
-            return Envelope[DocumentContentData](
-                data=DocumentContentData(
-                    document_id=doc.id, format=format, metadata=docs.metadata(doc)
-                )
-            )
-        docs.require_ready(doc)
-        if format == "chunks":
-            return await _chunks_page(conn, call, doc, max_tokens)
-        texts = await pages.section_texts(conn, doc.id, section)
+    call = PagedCall.of(ctx, continuation_token, document_id, format, section)
+    if format == "metadata":
+        doc = await docs.find(call.state.pool, scope_of(ctx), document_id)
+        return Envelope[DocumentContentData](
+            data=DocumentContentData(document_id=doc.id, format=format, metadata=docs.metadata(doc))
+        )
+    if format == "chunks":
+        return await _chunks_page(call, scope_of(ctx), document_id, max_tokens)
+    doc, texts = await pages.section_texts(call.state.pool, scope_of(ctx), document_id, section)
     text_page = call.cut(texts[call.offset :], len(texts), max_tokens)
     return text_page.envelope(
         DocumentContentData(
@@ -146,10 +135,12 @@ async def get_document_data(
 
 
 async def _chunks_page(
-    conn: psycopg.AsyncConnection, call: PagedCall, doc: docs.DocumentRef, max_tokens: int
+    call: PagedCall, scope: list[str] | None, document_id: str, max_tokens: int
 ) -> Envelope[DocumentContentData]:
     """The document's indexed chunks from the call's offset, with their locations."""
-    rows = await docs.chunks(conn, doc.id, after=call.offset, limit=ROWS_PER_READ + 1)
+    doc, rows = await docs.ready_chunks(
+        call.state.pool, scope, document_id, call.offset, ROWS_PER_READ + 1
+    )
     items = [
         ChunkItem(
             chunk_id=r["chunk_id"],

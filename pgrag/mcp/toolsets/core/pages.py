@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from pgrag.db.scope import scoped_connection
 from pgrag.mcp.app_state import enveloped, scope_of
 from pgrag.mcp.paged import PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import PageItem, PagesData, SheetData, SlideItem, SlidesData
@@ -16,7 +15,7 @@ from pgrag.services import pages
 from pgrag.services.ranges import parse_cell_range
 
 
-@enveloped("get_pages")
+@enveloped()
 async def get_pages(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -28,18 +27,16 @@ async def get_pages(
 ) -> result(PagesData):  # type: ignore[valid-type]
     """Page-by-page text of a paginated document (pdf, docx, txt), e.g. the pages a
     bookmark or a search hit points to. Paged by token budget."""
-    call = PagedCall.of(ctx, "get_pages", continuation_token, document_id, page_range)
-    async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
-        doc = await pages.ready_document(conn, document_id, scope_of(ctx))
-        chosen = await pages.read_pages(conn, doc, page_range)
+    call = PagedCall.of(ctx, continuation_token, document_id, page_range)
+    chosen = await pages.read_pages(call.state.pool, scope_of(ctx), document_id, page_range)
     wanted = [PageItem(page_number=p, content=t) for p, t in chosen.pages]
     page = call.cut(
         wanted[call.offset :], len(wanted), max_tokens, lambda p: json_tokens(p.content)
     )
-    outline = doc.row["outline"] or {}
+    outline = chosen.doc.row.outline or {}
     return page.envelope(
         PagesData(
-            document_id=doc.id,
+            document_id=chosen.doc.id,
             pages=page.items,
             total_pages=chosen.total,
             pages_estimated=bool(outline.get("pages_estimated")),
@@ -48,7 +45,7 @@ async def get_pages(
     )
 
 
-@enveloped("get_sheet_data")
+@enveloped()
 async def get_sheet_data(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -63,17 +60,15 @@ async def get_sheet_data(
 ) -> result(SheetData):  # type: ignore[valid-type]
     """Rows of a spreadsheet (xlsx, xls, ods, csv) as displayed, with the header row,
     optionally limited to a sheet and an A1 cell range; paged by token budget."""
-    call = PagedCall.of(
-        ctx, "get_sheet_data", continuation_token, document_id, sheet_name, cell_range
-    )
+    call = PagedCall.of(ctx, continuation_token, document_id, sheet_name, cell_range)
     bounds = parse_cell_range(cell_range)
-    async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
-        doc = await pages.ready_document(conn, document_id, scope_of(ctx))
-        sheet = await pages.read_sheet(conn, doc, sheet_name, bounds, call.offset)
+    sheet = await pages.read_sheet(
+        call.state.pool, scope_of(ctx), document_id, sheet_name, bounds, call.offset
+    )
     page = call.cut(sheet.rows, sheet.remaining, max_tokens, lambda r: json_tokens(r) + 1)
     return page.envelope(
         SheetData(
-            document_id=doc.id,
+            document_id=sheet.doc.id,
             sheet_name=sheet.sheet_name,
             headers=sheet.headers,
             rows=page.items,
@@ -86,7 +81,7 @@ async def get_sheet_data(
     )
 
 
-@enveloped("get_slides")
+@enveloped()
 async def get_slides(
     document_id: DocumentId,
     ctx: Context[Any, Any],
@@ -97,10 +92,8 @@ async def get_slides(
     continuation_token: Token = None,
 ) -> result(SlidesData):  # type: ignore[valid-type]
     """Slides of a presentation (pptx, odp, ppt): number, title, text and speaker notes."""
-    call = PagedCall.of(ctx, "get_slides", continuation_token, document_id, slide_numbers)
-    async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
-        doc = await pages.ready_document(conn, document_id, scope_of(ctx))
-        chosen = await pages.read_slides(conn, doc, slide_numbers)
+    call = PagedCall.of(ctx, continuation_token, document_id, slide_numbers)
+    chosen = await pages.read_slides(call.state.pool, scope_of(ctx), document_id, slide_numbers)
     items = [
         SlideItem(slide_number=s.number, title=s.title, content=s.content, notes=s.notes)
         for s in chosen.slides
@@ -108,7 +101,7 @@ async def get_slides(
     page = call.cut(items[call.offset :], len(items), max_tokens, model_tokens)
     return page.envelope(
         SlidesData(
-            document_id=doc.id,
+            document_id=chosen.doc.id,
             slides=page.items,
             total_slides=chosen.total,
             token_count=page.tokens,

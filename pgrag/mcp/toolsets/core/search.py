@@ -17,7 +17,7 @@ from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
 
-@enveloped("search", timeout=SEARCH_TIMEOUT_S)
+@enveloped(timeout=SEARCH_TIMEOUT_S)
 async def search(
     query: Annotated[
         str,
@@ -79,7 +79,7 @@ async def search(
     return cut.envelope(page.data, "SEARCH_COMPLETED")
 
 
-@enveloped("get_embedding", timeout=SEARCH_TIMEOUT_S)  # the same embedding work as search
+@enveloped(timeout=SEARCH_TIMEOUT_S)  # the same embedding work as search
 async def get_embedding(
     text: Annotated[str, Field(min_length=1, max_length=8000, description="text to embed")],
     ctx: Context[Any, Any],

@@ -7,19 +7,18 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from pgrag.db.scope import scoped_connection
 from pgrag.jsonable import jsonable
 from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.schemas import StatusData
 from pgrag.mcp.toolsets.core.common import result
 from pgrag.services import documents as docs
-from pgrag.services.status import status_report
+from pgrag.services.status import report_for
 
 MESSAGES = {"ready": "DOCUMENT_READY", "failed": "DOCUMENT_FAILED"}
 
 
-@enveloped("get_status")
+@enveloped()
 async def get_status(
     ctx: Context[Any, Any],
     document_id: Annotated[
@@ -30,12 +29,11 @@ async def get_status(
     with failures and their reasons, the documents searchable by keyword whose vectors
     are still being computed, or one document's status and progress. Check it before
     searching newly added files."""
-    state = state_of(ctx)
-    async with scoped_connection(state.pool, scope_of(ctx)) as conn:
-        if document_id:
-            doc = await docs.resolve(conn, document_id, scope_of(ctx))
-            return Envelope[StatusData](data=_document_status(doc))
-        report = await status_report(conn, None, scope_of(ctx))
+    pool, scope = state_of(ctx).pool, scope_of(ctx)
+    if document_id:
+        doc = await docs.find(pool, scope, document_id)
+        return Envelope[StatusData](data=_document_status(doc))
+    report = await report_for(pool, scope)
     return Envelope[StatusData](
         data=StatusData(
             counts=report["counts"],
@@ -58,16 +56,16 @@ def _message(status: str, vectors_pending: int) -> str:
 def _document_status(doc: docs.DocumentRef) -> StatusData:
     r = doc.row
     return StatusData(
-        status=r["status"],
-        progress=r["progress"],
-        message=_message(r["status"], r["vectors_pending"]),
+        status=r.status,
+        progress=r.progress,
+        message=_message(r.status, r.vectors_pending),
         document={
             "document_id": doc.id,
-            "path": r["path"],
-            "vectors_pending": r["vectors_pending"],
-            "error_code": r["error_code"],
-            "error_detail": r["error_detail"],
-            "ingested": r["ingested_at"].isoformat() if r["ingested_at"] else None,
-            "ocr": r["ocr"],
+            "path": r.path,
+            "vectors_pending": r.vectors_pending,
+            "error_code": r.error_code,
+            "error_detail": r.error_detail,
+            "ingested": r.ingested_at.isoformat() if r.ingested_at else None,
+            "ocr": r.ocr,
         },
     )

@@ -38,4 +38,4 @@ TOOLS: list[tuple[Callable[..., Awaitable[Any]], ToolAnnotations]] = [
 def register(server: MCPServer[Any]) -> None:
     """Publish the graph tools, each enveloped under its own name."""
     for handler, hints in TOOLS:
-        server.tool(annotations=hints)(enveloped(handler.__name__)(handler))
+        server.tool(annotations=hints)(enveloped()(handler))

@@ -23,7 +23,7 @@ Tags = Annotated[
 ]
 
 
-@enveloped("save_document", timeout=WRITE_TIMEOUT_S)
+@enveloped(timeout=WRITE_TIMEOUT_S)
 async def save_document(
     content: Annotated[
         str,
@@ -72,7 +72,7 @@ async def save_document(
     )
 
 
-@enveloped("update_document", timeout=WRITE_TIMEOUT_S)
+@enveloped(timeout=WRITE_TIMEOUT_S)
 async def update_document(
     document_id: DocumentRef, patch: DocumentPatch, ctx: Context[Any, Any]
 ) -> result(UpdatedData):  # type: ignore[valid-type]
@@ -90,7 +90,7 @@ async def update_document(
     )
 
 
-@enveloped("delete_document")
+@enveloped()
 async def delete_document(document_id: DocumentRef, ctx: Context[Any, Any]) -> result(DeletedData):  # type: ignore[valid-type]
     """Delete a saved document with its chunks and embeddings. Only documents created
     with save_document can be deleted here."""

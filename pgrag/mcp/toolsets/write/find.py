@@ -13,7 +13,7 @@ from pgrag.mcp.toolsets.write.common import result, saved_documents
 from pgrag.mcp.toolsets.write.models import FoundData
 
 
-@enveloped("find_documents")
+@enveloped()
 async def find_documents(
     ctx: Context[Any, Any],
     topic: Annotated[
