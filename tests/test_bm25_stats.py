@@ -34,7 +34,9 @@ ALPHA = {
     "lorry.md": "# Depot\n\nLorries leave the depot at dawn with the spring deliveries.\n",
     "invoice.md": "# Billing\n\nInvoices for the depot are paid within thirty days.\n",
     "long.md": "# Depot handbook\n\n"
-    + "\n\n".join(f"Section {i}: the depot opens at {i} and zebra stripes fade." for i in range(40)),
+    + "\n\n".join(
+        f"Section {i}: the depot opens at {i} and zebra stripes fade." for i in range(40)
+    ),
 }
 BETA = {f"herd{i}.md": f"# Herd {i}\n\nZebra herd {i} grazes near the depot.\n" for i in range(6)}
 QUERY = "zebra depot spring deliveries"

@@ -37,9 +37,8 @@ from pgrag.ingest.reindex import embed_text
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
 from pgrag.ingest.walker import FoundFile, walk
-from pgrag.store import bm25_sums
+from pgrag.store import bm25_sums, removals
 from pgrag.store import documents as store
-from pgrag.store import removals
 from pgrag.store import vectors as vector_store
 from pgrag.store.collections import Collection, ensure_collection
 

@@ -22,7 +22,9 @@ async def write(
     await conn.execute(WRITE_SQL, (collection_id, document_id, sign))
 
 
-async def forget(conn: psycopg.AsyncConnection, collection_id: int, document_ids: list[str]) -> None:
+async def forget(
+    conn: psycopg.AsyncConnection, collection_id: int, document_ids: list[str]
+) -> None:
     """Subtract these documents' chunks, before deleting them."""
     await conn.execute(FORGET_SQL, (collection_id, document_ids))
 

@@ -1,11 +1,11 @@
 """Deleting documents outside an ingest version: a file gone from its folder, a folder
 removed in watch mode, a REST or write-toolset delete.
 
-Each delete locks its documents as a new version does, takes their vectors out of the
-per-language and BM25 sums (pgrag.write_language_sums, pgrag.write_bm25_sums: on Citus no
-trigger does it; a no-op where the triggers exist), unlinks the graph nodes pointing at them or their
-chunks (pgrag.unlink_graph: on Citus no foreign key sets the links NULL; a no-op where the
-keys exist), deletes them with their units, chunks and
+Each delete locks its documents as a new version does, takes their vectors and chunks out
+of the per-language and BM25 sums (pgrag.write_language_sums, pgrag.write_bm25_sums: on
+Citus no trigger does it; a no-op where the triggers exist), unlinks the graph nodes
+pointing at them or their chunks (pgrag.unlink_graph: on Citus no foreign key sets the
+links NULL; a no-op where the keys exist), deletes them with their units, chunks and
 embeddings (ON DELETE CASCADE) and announces the change, in one transaction. Every
 statement names the collection: on Citus, the one shard it runs on.
 """

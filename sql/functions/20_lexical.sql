@@ -9,11 +9,11 @@
 --   N, df    over the collections searched: those the search names, else every collection
 --            the caller can read (pgrag.chunk_count_estimate). For some collections both
 --            come from the sums the writers keep exact per collection (migration 0023,
---            25_bm25_sums.sql): nothing is counted table-wide, and a search of one
---            collection, by a scoped key or an unscoped caller, ranks as if it were alone in
---            the database. For every collection, df is counted for the terms that generate
---            candidates; for very common terms (those beyond the candidate budget) it is
---            ANALYZE's table-wide lexeme frequency times N (pgrag.bm25_terms).
+--            25_bm25_sums.sql): no frequency is counted from the postings, and a search
+--            of one collection, by a scoped key or an unscoped caller, ranks as if it were
+--            alone in the database. For every collection, df is counted for the terms that
+--            generate candidates; for very common terms (those beyond the candidate budget)
+--            it is ANALYZE's table-wide lexeme frequency times N (pgrag.bm25_terms).
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
 -- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give

@@ -11,21 +11,19 @@
 -- them; on Citus (which runs no triggers on distributed tables) the writer calls
 -- pgrag.write_bm25_sums, a no-op while the triggers exist.
 
+-- No key and no identity: rows are only summed and folded, and each appended row costs one
+-- index entry and no sequence call.
 CREATE TABLE pgrag.bm25_collection_sums (
-    id           bigint GENERATED ALWAYS AS IDENTITY,
     collection_id bigint NOT NULL,  -- no foreign key: a collection's deletion cascades here
-    chunks       bigint NOT NULL,
-    total_length bigint NOT NULL,   -- sum of length(tsv): the mean length is total / chunks
-    PRIMARY KEY (id, collection_id)
+    chunks        bigint NOT NULL,
+    total_length  bigint NOT NULL   -- sum of length(tsv): the mean length is total / chunks
 );
 CREATE INDEX bm25_collection_sums_collection_idx ON pgrag.bm25_collection_sums (collection_id);
 
 CREATE TABLE pgrag.bm25_term_sums (
-    id            bigint GENERATED ALWAYS AS IDENTITY,
     collection_id bigint NOT NULL,
     lexeme        text NOT NULL,
-    df            bigint NOT NULL,  -- chunks holding the lexeme
-    PRIMARY KEY (id, collection_id)
+    df            bigint NOT NULL  -- chunks holding the lexeme
 );
 CREATE INDEX bm25_term_sums_lexeme_idx ON pgrag.bm25_term_sums (collection_id, lexeme);
 
