@@ -23,7 +23,8 @@ LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY EXECUTE
         'SELECT coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.total_length), 0)::float8'
-        ' FROM pgrag.bm25_collection_sums s WHERE true ' || pgrag.in_collections('s', collection_ids);
+        ' FROM pgrag.bm25_collection_sums s WHERE true '
+        || pgrag.in_collections('s', collection_ids);
 END
 $$;
 
