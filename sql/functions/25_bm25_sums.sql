@@ -30,9 +30,12 @@ BEGIN
 END
 $$;
 
--- Fold one collection's sums into one row (and one per lexeme). Rows appended meanwhile by
--- other transactions are not in this statement's snapshot and stay; a concurrent fold
--- skips the rows this one deleted. The number of rows folded.
+-- Fold one collection's sums into one row (and one per lexeme): every row of the
+-- collection out and their sums back in, in one pass (a semi-join on the lexemes with
+-- several rows can be planned as a nested loop over a table that grew since its last
+-- ANALYZE: minutes after a large ingest). Rows appended meanwhile by other transactions
+-- are not in this statement's snapshot and stay; a concurrent fold skips the rows this one
+-- deleted. The number of rows fewer.
 CREATE OR REPLACE FUNCTION pgrag.compact_collection_bm25_sums(p_collection_id bigint)
 RETURNS int
 -- plpgsql, not sql: Citus routes each statement by its collection_id value
@@ -42,32 +45,25 @@ DECLARE
     terms int;
 BEGIN
     WITH gone AS (
-        DELETE FROM pgrag.bm25_collection_sums s
-        WHERE s.collection_id = p_collection_id
-          AND (SELECT count(*) FROM pgrag.bm25_collection_sums x
-               WHERE x.collection_id = p_collection_id) > 1
+        DELETE FROM pgrag.bm25_collection_sums s WHERE s.collection_id = p_collection_id
         RETURNING s.chunks, s.total_length
     ), ins AS (
         INSERT INTO pgrag.bm25_collection_sums (collection_id, chunks, total_length)
         SELECT p_collection_id, sum(g.chunks), sum(g.total_length) FROM gone g
         HAVING count(*) > 0 AND (sum(g.chunks) <> 0 OR sum(g.total_length) <> 0)
         RETURNING 1
-    )
-    SELECT count(*) INTO folded FROM gone;
+    ), kept AS (SELECT count(*) AS n FROM ins)
+    SELECT count(*) - (SELECT n FROM kept) INTO folded FROM gone;
     WITH gone AS (
-        DELETE FROM pgrag.bm25_term_sums t
-        WHERE t.collection_id = p_collection_id
-          AND t.lexeme IN (SELECT x.lexeme FROM pgrag.bm25_term_sums x
-                           WHERE x.collection_id = p_collection_id
-                           GROUP BY x.lexeme HAVING count(*) > 1)
+        DELETE FROM pgrag.bm25_term_sums t WHERE t.collection_id = p_collection_id
         RETURNING t.lexeme, t.df
     ), ins AS (
         INSERT INTO pgrag.bm25_term_sums (collection_id, lexeme, df)
         SELECT p_collection_id, g.lexeme, sum(g.df) FROM gone g
         GROUP BY g.lexeme HAVING sum(g.df) <> 0
         RETURNING 1
-    )
-    SELECT count(*) INTO terms FROM gone;
+    ), kept AS (SELECT count(*) AS n FROM ins)
+    SELECT count(*) - (SELECT n FROM kept) INTO terms FROM gone;
     RETURN folded + terms;
 END
 $$;
