@@ -233,7 +233,7 @@ class RemoteLog:
             self.commands.append((msg[len("issuing ") :], diag.message_detail or ""))
 
 
-SHARD_RE = re.compile(r"pgrag\.\"?([a-z_]+)_(\d{6,})\b")
+SHARD_RE = re.compile(r"pgrag\.\"?([a-z][a-z0-9_]*)_(\d{6,})\b")
 
 
 def make_pool(dsn: str, log: RemoteLog | None) -> AsyncConnectionPool:

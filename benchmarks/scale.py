@@ -192,10 +192,9 @@ def measure(
 ) -> dict[str, dict[str, Any]]:
     """p50/p95 SQL latency per mode, without and with a folder filter (~1% of chunks); and
     keyword and hybrid naming the collection (all the chunks here): BM25 then takes the
-    statistics of the collections searched, every term's frequency counted, where a search
-    of every collection takes those of the commonest terms from ANALYZE (for an unscoped
-    caller scaled to the collection); and the same as a key limited to the collection
-    (pgrag.enter_scope in each search's transaction), which counts every term."""
+    statistics of the collections searched from the per-collection sums the writers keep
+    (migration 0023); and the same as a key limited to the collection (pgrag.enter_scope in
+    each search's transaction), which reads the same sums."""
     from psycopg.types.json import Jsonb
 
     cid = conn.execute("SELECT id FROM pgrag.collections WHERE name = 'scale'").fetchone()[0]

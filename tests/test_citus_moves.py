@@ -78,7 +78,7 @@ async def _searches(dsn: str) -> list[list[tuple[str, int, float]]]:
 
 # ---- a tenant moved to another worker ---------------------------------------------------------
 
-SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
+SHARD_RE = re.compile(r"pgrag\.\"?[a-z][a-z0-9_]*_(\d{6,})\b")
 PLACEMENTS_SQL = """
 SELECT shardid, nodeport FROM citus_shards WHERE NOT shardid = ANY (%s::bigint[]) ORDER BY 1
 """

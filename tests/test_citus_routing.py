@@ -178,10 +178,11 @@ def test_a_large_tenant_is_isolated_to_its_own_shards(distributed_dsn: str) -> N
 
 # -- a collection-scoped search through the service, statement by statement ---------------
 
-SHARD_RE = re.compile(r"pgrag\.\"?[a-z_]+_(\d{6,})\b")
-# BM25's corpus statistics: the postings pass (document frequencies) and the chunk count
-# (pgrag.term_postings, pgrag.chunk_count_estimate)
-CORPUS_STATISTICS = ("g(term, i), LATERAL", "(COALESCE(sum(ls.n)")
+SHARD_RE = re.compile(r"pgrag\.\"?[a-z][a-z0-9_]*_(\d{6,})\b")
+# BM25's corpus statistics: the postings pass of the generating terms, the collection's
+# chunk count and its document frequencies (pgrag.term_postings, pgrag.bm25_collection_totals,
+# pgrag.bm25_term_df)
+CORPUS_STATISTICS = ("g(term, i), LATERAL", "bm25_collection_sums_", "bm25_term_sums_")
 
 
 ROUTING_FOLDERS = three_collections(12)
@@ -246,8 +247,9 @@ def test_a_collection_scoped_search_runs_on_that_collections_shard(
     strays = [(cmd[:150], ids) for cmd, ids in routed if ids != {of["alpha"]}]
     assert not strays, f"shard of alpha: {of['alpha']}; elsewhere: {strays}"
     statistics = [cmd for cmd, _ in routed if any(s in cmd for s in CORPUS_STATISTICS)]
-    # the postings pass and the chunk count, each once, on alpha's shard
-    assert len(statistics) == (0 if mode == "semantic" else 2), [c[:120] for c in statistics]
+    # the postings pass, the chunk count and the document frequencies, each once, on alpha's
+    # shard
+    assert len(statistics) == (0 if mode == "semantic" else 3), [c[:120] for c in statistics]
 
 
 def test_an_unscoped_search_touches_several_shards(ingested_dsn: str) -> None:

@@ -13,9 +13,10 @@ time (the distributed-only variant, kept to this list):
   the graph's links to documents and chunks (which reference them) are dropped: the graph
   stays a local table on the coordinator, and the writer sets a link to a deleted document
   or chunk NULL (pgrag.unlink_graph, a no-op while the keys exist);
-- the triggers on pgrag.embeddings are dropped: the writer (pgrag.store.documents,
-  reindex) writes the chunk's language, document and collection and calls
-  pgrag.write_language_sums, which the triggers made a no-op on a single server;
+- the triggers on pgrag.embeddings and pgrag.chunks are dropped: the writer
+  (pgrag.store.documents, reindex) writes the chunk's language, document and collection and
+  calls pgrag.write_language_sums and pgrag.write_bm25_sums, which the triggers made no-ops
+  on a single server;
 - the `documents_changed` NOTIFY trigger is dropped: it would fire on a worker, where no
   pgrag server listens; the writer (pgrag.store.changes) calls
   pgrag.announce_documents_changed in the change's transaction instead, a no-op while the
@@ -51,7 +52,16 @@ DISTRIBUTION_COLUMN = "collection_id"
 # a copy on every worker: tiny, and joined with every distributed table
 REFERENCE_TABLES = ("collections", "embedding_sets")
 # co-located with documents, in this order (the first one anchors the co-location group)
-DISTRIBUTED_TABLES = ("documents", "units", "sheet_rows", "chunks", "embeddings", "language_sums")
+DISTRIBUTED_TABLES = (
+    "documents",
+    "units",
+    "sheet_rows",
+    "chunks",
+    "embeddings",
+    "language_sums",
+    "bm25_collection_sums",
+    "bm25_term_sums",
+)
 # tables whose single-server primary key is the id alone (kept there: queries grouping by
 # it stay valid); on Citus (id, collection_id), their second unique key, replaces it
 ID_KEYED_TABLES = ("documents", "units", "chunks")
@@ -63,6 +73,9 @@ DROPPED_TRIGGERS = (
     "embeddings_lang",
     "embeddings_sums_added",
     "embeddings_sums_removed",
+    "chunks_bm25_added",
+    "chunks_bm25_removed",
+    "chunks_bm25_updated",
 )
 
 CITUS_INSTALLED_SQL = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"

@@ -37,8 +37,8 @@ from pgrag.ingest.reindex import embed_text
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
 from pgrag.ingest.walker import FoundFile, walk
+from pgrag.store import bm25_sums, removals
 from pgrag.store import documents as store
-from pgrag.store import removals
 from pgrag.store import vectors as vector_store
 from pgrag.store.collections import Collection, ensure_collection
 
@@ -128,6 +128,7 @@ class Ingestor:
                         self.report(IngestEvent("file_done", path, result=summary.results[-1]))
         async with self.pool.connection() as conn:  # one row per language again (30_semantic)
             await store.compact_language_sums(conn, col.set_id)
+            await bm25_sums.compact(conn, col.id)
         return summary
 
     async def ingest_files(self, root: Path, files: list[FoundFile]) -> IngestSummary:

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
+from pgrag.store import bm25_sums
 from pgrag.store.changes import announce, changing
 from pgrag.store.vectors import LANGUAGE_SUMS_SQL, insert_vectors
 
@@ -304,13 +305,14 @@ async def _write_chunks(
     langs: list[str],
 ) -> list[int]:
     """Insert a version's chunks and the vectors already known (ids: collection, document,
-    set), add those to the per-language sums; the chunks' ids, in order."""
+    set), add them to the BM25 and per-language sums; the chunks' ids, in order."""
     collection_id, document_id, set_id = ids
     if not chunks:
         return []
     params = _chunk_params((document_id, collection_id), unit_ids, chunks, langs)
     cur = await conn.execute(INSERT_CHUNKS_SQL, params)
     by_ordinal = {ordinal: cid for cid, ordinal in await cur.fetchall()}
+    await bm25_sums.write(conn, collection_id, document_id, 1)
     chunk_ids = [by_ordinal[i] for i in range(1, len(chunks) + 1)]
     known = [i for i, v in enumerate(vectors) if v is not None]
     if known:
@@ -351,6 +353,7 @@ async def write_version(
         if active != set_id:
             raise EmbeddingSetChanged(active)
         await conn.execute(LANGUAGE_SUMS_SQL, (collection_id, document_id, -1))
+        await bm25_sums.write(conn, collection_id, document_id, -1)
         await conn.execute(UNLINK_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_CHUNKS_SQL, (collection_id, document_id))
         await conn.execute(DELETE_UNITS_SQL, (collection_id, document_id))

@@ -1,11 +1,11 @@
 """Deleting documents outside an ingest version: a file gone from its folder, a folder
 removed in watch mode, a REST or write-toolset delete.
 
-Each delete locks its documents as a new version does, takes their vectors out of the
-per-language sums (pgrag.write_language_sums: on Citus no trigger on pgrag.embeddings does
-it; a no-op where the triggers exist), unlinks the graph nodes pointing at them or their
-chunks (pgrag.unlink_graph: on Citus no foreign key sets the links NULL; a no-op where the
-keys exist), deletes them with their units, chunks and
+Each delete locks its documents as a new version does, takes their vectors and chunks out
+of the per-language and BM25 sums (pgrag.write_language_sums, pgrag.write_bm25_sums: on
+Citus no trigger does it; a no-op where the triggers exist), unlinks the graph nodes
+pointing at them or their chunks (pgrag.unlink_graph: on Citus no foreign key sets the
+links NULL; a no-op where the keys exist), deletes them with their units, chunks and
 embeddings (ON DELETE CASCADE) and announces the change, in one transaction. Every
 statement names the collection: on Citus, the one shard it runs on.
 """
@@ -18,6 +18,7 @@ from uuid import UUID
 
 import psycopg
 
+from pgrag.store import bm25_sums
 from pgrag.store.changes import announce
 
 MISSING_SQL = """
@@ -50,6 +51,7 @@ async def _delete_locked(
         if not ids:
             return []
         await conn.execute(FORGET_SUMS_SQL, (collection_id, ids))
+        await bm25_sums.forget(conn, collection_id, ids)
         await conn.execute(UNLINK_GRAPH_SQL, (collection_id, ids))
         rows = await (await conn.execute(DELETE_SQL, (collection_id, ids))).fetchall()
         await announce(conn, "DELETE")

@@ -14,30 +14,54 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
+-- BM25's collection statistics of the collections searched (NULL: every collection), from
+-- the sums the writers keep in the chunks' own transaction (25_bm25_sums.sql): their chunks
+-- and the sum of the chunks' lengths (distinct lexemes).
+CREATE OR REPLACE FUNCTION pgrag.bm25_collection_totals(collection_ids bigint[])
+RETURNS TABLE (chunks float8, total_length float8)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY EXECUTE
+        'SELECT coalesce(sum(s.chunks), 0)::float8, coalesce(sum(s.total_length), 0)::float8'
+        ' FROM pgrag.bm25_collection_sums s WHERE true '
+        || pgrag.in_collections('s', collection_ids);
+END
+$$;
+
+-- Each lexeme's document frequency in the collections searched, from the same sums:
+-- one row per lexeme some chunk there holds. Nothing when every collection is searched
+-- (NULL): that caller counts postings or takes ANALYZE's frequencies instead.
+CREATE OR REPLACE FUNCTION pgrag.bm25_term_df(collection_ids bigint[], lexemes text[])
+RETURNS TABLE (lexeme text, df float8)
+LANGUAGE plpgsql STABLE ROWS 10 AS $$
+BEGIN
+    IF collection_ids IS NULL OR coalesce(cardinality(lexemes), 0) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT s.lexeme, sum(s.df)::float8 FROM pgrag.bm25_term_sums s'
+        ' WHERE s.lexeme = ANY (%L::text[]) %s GROUP BY s.lexeme HAVING sum(s.df) > 0',
+        lexemes, pgrag.in_collections('s', collection_ids));
+END
+$$;
+
 -- Chunks in the collections searched (NULL: every collection), BM25's N. Of some
--- collections: their vectors of the active embedding sets, which the writers keep in
--- pgrag.language_sums (one per chunk, exact; a few rows per collection). Of every
--- collection: pg_class.reltuples scaled to the current number of pages, as the planner
--- estimates it (a count before the first ANALYZE); on Citus, whose coordinator table has
--- no statistics, the sums of every collection.
+-- collections, and of every collection on Citus (whose coordinator table has no
+-- statistics): the sums above, exact. Of every collection on one server:
+-- pg_class.reltuples scaled to the current number of pages, as the planner estimates it (a
+-- count before the first ANALYZE).
 CREATE OR REPLACE FUNCTION pgrag.chunk_count_estimate(collection_ids bigint[] DEFAULT NULL)
 RETURNS float8
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     distributed boolean := false;
-    n float8;
 BEGIN
     IF collection_ids IS NULL AND to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         EXECUTE 'SELECT count(*) > 0 FROM pg_catalog.pg_dist_partition'
                 ' WHERE logicalrelid = ''pgrag.chunks''::regclass' INTO STRICT distributed;
     END IF;
     IF collection_ids IS NOT NULL OR distributed THEN
-        EXECUTE 'SELECT coalesce(sum(ls.n), 0)::float8 FROM pgrag.language_sums ls'
-                ' JOIN pgrag.collections c ON c.id = ls.collection_id'
-                ' AND c.active_set_id = ls.set_id WHERE true '
-                || pgrag.in_collections('ls', collection_ids)
-        INTO STRICT n;
-        RETURN n;
+        RETURN (SELECT t.chunks FROM pgrag.bm25_collection_totals(collection_ids) t);
     END IF;
     RETURN (SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0
                         THEN c.reltuples / c.relpages

@@ -7,13 +7,13 @@
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
 --   k1, b, candidate_budget, rescore_size: pgrag.fusion_defaults() unless the caller names them
 --   N, df    over the collections searched: those the search names, else every collection
---            the caller can read (pgrag.chunk_count_estimate). df is counted in the
---            collections searched for the terms that generate candidates; for very common
---            terms (those beyond the candidate budget) it is ANALYZE's table-wide lexeme
---            frequency times N (pgrag.bm25_terms). A scoped key counts every term
---            (table-wide statistics would tell it about other collections). So a search of
---            one collection ranks as if it were alone in the database but for those
---            estimates.
+--            the caller can read (pgrag.chunk_count_estimate). For some collections both
+--            come from the sums the writers keep exact per collection (migration 0023,
+--            25_bm25_sums.sql): no frequency is counted from the postings, and a search
+--            of one collection, by a scoped key or an unscoped caller, ranks as if it were
+--            alone in the database. For every collection, df is counted for the terms that
+--            generate candidates; for very common terms (those beyond the candidate budget)
+--            it is ANALYZE's table-wide lexeme frequency times N (pgrag.bm25_terms).
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
 -- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
@@ -135,17 +135,23 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE ARRAY(SELECT unnest(collection_ids) INTERSECT SELECT unnest(readable)) END
 $$;
 
--- The query's terms, numbered rarest first, with ANALYZE's estimate of their df (NULL:
--- rarer than any lexeme it tracks) and whether their postings generate candidates.
--- ANALYZE's frequencies are table-wide, so only an unrestricted caller uses them
--- (table_stats); the candidate budget is spent on a term's postings table-wide (the GIN
--- index does not know the collections), while the df of a term left out is its frequency
--- times the chunks searched.
+-- The query's terms, numbered rarest first, with their df and whether their postings
+-- generate candidates. For some collections (searched), df is theirs, exact, from the
+-- sums the writers keep (pgrag.bm25_term_df; `exact`); a term none of their chunks holds
+-- generates nothing. Otherwise it is ANALYZE's estimate (NULL: rarer than any lexeme it
+-- tracks), or counted from the postings of the generating terms. ANALYZE's frequencies are
+-- table-wide, so only an unrestricted caller (table_stats) ranks terms by them, spending
+-- the candidate budget on a term's postings table-wide (the GIN index does not know the
+-- collections); a scoped caller ranks and spends it by the collections' own df.
 CREATE OR REPLACE FUNCTION pgrag.bm25_terms(
     tsq tsquery, searched bigint[], chunks float8, table_stats boolean, candidate_budget float8
-) RETURNS TABLE (i bigint, term tsquery, lexeme text, est_df float8, generates boolean)
+) RETURNS TABLE (i bigint, term tsquery, lexeme text, est_df float8, exact boolean,
+                 generates boolean)
 LANGUAGE sql STABLE ROWS 10 AS $$
     WITH query_terms AS MATERIALIZED (SELECT t.* FROM pgrag.query_terms(tsq) t),
+    kept AS MATERIALIZED (
+        SELECT k.* FROM pgrag.bm25_term_df(searched, ARRAY(SELECT qt.lexeme FROM query_terms qt)) k
+    ),
     tracked AS MATERIALIZED (
         SELECT f.lexeme, f.freq
         FROM pg_stats s,
@@ -161,15 +167,24 @@ LANGUAGE sql STABLE ROWS 10 AS $$
                     WHEN EXISTS (SELECT 1 FROM tracked) THEN pgrag.chunk_count_estimate() END
                    AS n
     ),
-    rarest_first AS (
-        SELECT qt.term, qt.lexeme, tr.freq * chunks AS est_df,
-               row_number() OVER w AS i, sum(coalesce(tr.freq * tc.n, 0)) OVER w AS postings
+    weighed AS (
+        SELECT qt.term, qt.lexeme, tr.freq IS NULL AS untracked,
+               CASE WHEN searched IS NOT NULL THEN coalesce(k.df, 0)
+                    ELSE tr.freq * chunks END AS est_df,
+               CASE WHEN table_stats THEN coalesce(tr.freq * tc.n, 0)
+                    ELSE coalesce(k.df, 0) END AS cost
         FROM query_terms qt CROSS JOIN table_chunks tc
         LEFT JOIN tracked tr ON tr.lexeme = qt.lexeme
-        WINDOW w AS (ORDER BY coalesce(tr.freq, 0), qt.lexeme)
+        LEFT JOIN kept k ON k.lexeme = qt.lexeme
+    ),
+    rarest_first AS (
+        SELECT w.*, row_number() OVER o AS i, sum(w.cost) OVER o AS postings
+        FROM weighed w
+        WINDOW o AS (ORDER BY w.cost, w.lexeme)
     )
-    SELECT r.i, r.term, r.lexeme, r.est_df,
-           r.est_df IS NULL OR r.i = 1 OR r.postings <= candidate_budget
+    SELECT r.i, r.term, r.lexeme, r.est_df, searched IS NOT NULL,
+           (searched IS NULL OR r.est_df > 0)
+           AND ((table_stats AND r.untracked) OR r.i = 1 OR r.postings <= candidate_budget)
     FROM rarest_first r
     ORDER BY r.i
 $$;
@@ -267,7 +282,8 @@ LANGUAGE sql STABLE AS $$
     counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
     term_idf AS MATERIALIZED (
         SELECT t.i, t.term, t.lexeme,
-               pgrag.bm25_idf(chunks, CASE WHEN t.generates THEN coalesce(d.df, 0)
+               pgrag.bm25_idf(chunks, CASE WHEN t.exact THEN t.est_df
+                                           WHEN t.generates THEN coalesce(d.df, 0)
                                            ELSE least(t.est_df, chunks) END) AS idf
         FROM query_terms t LEFT JOIN counted_df d ON d.i = t.i
     ),
