@@ -150,8 +150,11 @@ def _notes(
             else f"{more} more than --limit allows ({MAX_LIMIT}): narrow the query or "
             "filter with --collection, --folder or --file-type"
         )
-    if data.degraded:
-        notes.append(f"degraded: {', '.join(data.degraded)} leg unavailable for this query")
+    legs = [d for d in data.degraded if d != "rerank"]
+    if legs:
+        notes.append(f"degraded: {', '.join(legs)} leg unavailable for this query")
+    if "rerank" in data.degraded:
+        notes.append("degraded: the reranker failed; the fused order is shown")
     if explain:
         notes += _explain_notes(data, hits, pool_size)
     if data.search_id:
@@ -210,6 +213,9 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
 @click.option("--explain", is_flag=True, help="show each leg's rank and score")
 @click.option("--json", "as_json", is_flag=True, help="print the MCP tool's data as JSON")
 @click.option(
+    "--no-rerank", "no_rerank", is_flag=True, help="the fused order (skip PGRAG_RERANK_MODEL)"
+)
+@click.option(
     "--max-tokens",
     type=click.IntRange(50, 25000),
     default=None,
@@ -228,6 +234,7 @@ def search(
     threshold: float | None,
     explain: bool,
     as_json: bool,
+    no_rerank: bool,
     max_tokens: int | None,
 ) -> None:
     """Search the knowledge base (hybrid full-text + vector ranking in SQL)."""
@@ -240,6 +247,7 @@ def search(
         threshold=threshold,
         filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
         explain=explain or as_json,
+        rerank=not no_rerank,
         max_tokens=max_tokens or MAX_PAGE_TOKENS,
     )
 
