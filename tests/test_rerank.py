@@ -239,7 +239,7 @@ async def test_the_candidates_sent_are_bounded_in_tokens(
     assert [count_tokens(d) for d in sent] == [20, 20, 20]  # a fourth would get 10 (< 16)
     assert ids(page) == fused[:3][::-1] + fused[3:]  # those not sent keep their fused rank
     assert [h.explain.fused_rank for h in page.data.results if h.explain] == (
-        [3, 2, 1] + list(range(4, NOTES + 1))
+        [3, 2, 1, *range(4, NOTES + 1)]
     )
 
 

@@ -28,7 +28,7 @@ from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.ranking import FusionParams, RankInput, load_fusion
-from pgrag.search.rerank import Reranker, RerankReport, ranked
+from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
 from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
@@ -170,19 +170,14 @@ class SearchService:
                     "embedding: add meaningful words, or use mode='regex' for patterns"
                 )
             t = time.perf_counter()
+            q = RankInput(
+                req, mode, offset, collection_ids, embedding, lexical_ok, self.provider.model
+            )
             params, rows, reranked = await ranked(
-                self.reranker,
-                conn,
-                await self.fusion_params(conn),
-                RankInput(
-                    req, mode, offset, collection_ids, embedding, lexical_ok, self.provider.model
-                ),
+                self.reranker, conn, await self.fusion_params(conn), q
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
-            if reranked is not None:  # the call ran between the queries
-                timings["rerank_ms"] = reranked.ms
-                timings["sql_ms"] = round(timings["sql_ms"] - reranked.ms, 2)
-                degraded += ["rerank"] if reranked.degraded else []
+            note_rerank(reranked, timings, degraded)
             hits, budget, bounded = await self._hits(
                 conn, req, mode, rows, collection_ids, reranked
             )

@@ -271,6 +271,16 @@ async def _contents(
     return {int(i): str(c) for i, c in await cur.fetchall()}
 
 
+def note_rerank(
+    report: RerankReport | None, timings: dict[str, float], degraded: list[str]
+) -> None:
+    """The stage's time, apart from the SQL's it ran between, and whether it failed."""
+    if report is not None:
+        timings["rerank_ms"] = report.ms
+        timings["sql_ms"] = round(timings["sql_ms"] - report.ms, 2)
+        degraded += ["rerank"] if report.degraded else []
+
+
 async def ranked(
     reranker: Reranker | None,
     conn: psycopg.AsyncConnection,
