@@ -318,12 +318,19 @@ def test_cli_no_rerank(corpus_dsn: str, reranker: FakeReranker, tmp_path: Path) 
     base = ["--database-url", corpus_dsn, "--embedding-model", "hash/384"]
     rerank = ["--rerank-model", MODEL, "--rerank-api-base", reranker.url, "--rerank-api-key", "k"]
 
-    def run(*args: str) -> list[int]:
-        cmd = pgrag_cmd(*base, *rerank, "search", QUERY, "--json", "-n", str(NOTES), *args)
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = pgrag_cmd(*base, *rerank, "search", QUERY, "-n", str(NOTES), *args)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-        return [h["chunk_id"] for h in json.loads(proc.stdout)["results"]]
+        return proc
 
-    fused = run("--no-rerank")
+    def ranked(*args: str) -> list[int]:
+        return [h["chunk_id"] for h in json.loads(run("--json", *args).stdout)["results"]]
+
+    fused = ranked("--no-rerank")
     assert reranker.requests == []
-    assert run() == fused[::-1]
+    assert ranked() == fused[::-1]
+    table = run("--explain")
+    assert "rerank" in table.stdout  # the column: rank before reranking and the score
+    assert "rerank: the hit's rank before reranking" in table.stderr
+    assert "#12 1.000" in table.stdout  # the last fused candidate, first with score 1

@@ -94,15 +94,22 @@ def _table(data: SearchData, hits: list[SearchHit], explain: bool, pool_size: in
     if explain:
         table.add_column("lexical", justify="right", no_wrap=True)
         table.add_column("semantic", justify="right", no_wrap=True)
+    reranked = explain and _reranked(hits)
+    if reranked:
+        table.add_column("rerank", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     if wide:
         table.add_column("snippet", overflow="fold", ratio=2)
     for h in hits:
-        table.add_row(*_row(h, explain, wide))
+        table.add_row(*_row(h, explain, wide, reranked))
     return table
 
 
-def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
+def _reranked(hits: list[SearchHit]) -> bool:
+    return any(h.explain and h.explain.fused_rank is not None for h in hits)
+
+
+def _row(h: SearchHit, explain: bool, wide: bool, reranked: bool) -> list[str]:
     snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
     if wide:
         row = [str(h.rank), escape(h.path), escape(_location(h))]
@@ -120,6 +127,8 @@ def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
             if e
             else ["-", "-"]
         )
+    if reranked:  # the rank before reranking and the model's score
+        row.append(_leg(h.explain.fused_rank, h.explain.rerank_score, 3) if h.explain else "-")
     row.append(_num(h.score))
     if wide:
         row.append(escape(snippet[:160]))
@@ -174,6 +183,8 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
             f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
             "no count of matches"
         )
+    if _reranked(hits):
+        notes.append("rerank: the hit's rank before reranking and the rerank model's score")
     if any(h.explain and h.explain.semantic_note for h in hits):
         notes.append("no vector: the chunk's vector is still being computed; found by its words")
     e = hits[0].explain if hits else None
