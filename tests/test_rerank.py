@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 import pytest
 from mcp import Client
-from pgvector.psycopg import register_vector_async
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg_pool import AsyncConnectionPool
 
@@ -34,6 +33,7 @@ from pgrag.settings import load_settings
 from pgrag.tokens import count_tokens
 from tests.conftest import create_database, drop_database, pgrag_cmd
 from tests.support.kb_server import http_server
+from tests.support.pools import vector_pool
 from tests.support.rerank_server import COST_PER_SEARCH, MODEL, FakeReranker
 
 pytestmark = pytest.mark.anyio
@@ -71,17 +71,8 @@ def corpus_dsn(
 
 @pytest.fixture
 async def pool(corpus_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
-    p = AsyncConnectionPool(
-        corpus_dsn,
-        min_size=1,
-        max_size=2,
-        open=False,
-        configure=register_vector_async,
-        kwargs={"autocommit": True},
-    )
-    await p.open(wait=True, timeout=30)
-    yield p
-    await p.close()
+    async with vector_pool(corpus_dsn) as p:
+        yield p
 
 
 @pytest.fixture

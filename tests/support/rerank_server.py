@@ -10,8 +10,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.support.servers import QuietHandler
 
 # litellm prices cohere/rerank-english-v3.0 at this per search unit (its bundled cost map)
 MODEL = "cohere/rerank-english-v3.0"
@@ -64,7 +66,7 @@ class FakeReranker:
     def __enter__(self) -> FakeReranker:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
@@ -72,19 +74,6 @@ class FakeReranker:
                     self._send(404, b"not found", "text/plain")
                 else:
                     self._send(*fake.answer(body))
-
-            def _send(self, status: int, body: bytes, ctype: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
