@@ -193,7 +193,8 @@ async def test_pages_walk_the_reranked_order_and_explain_search_replays_each(
     pool: AsyncConnectionPool, reranker: FakeReranker, corpus_dsn: str
 ) -> None:
     """Five candidates reranked, pages of three: the second page straddles the candidates'
-    end (two reranked, one fused), later ones are fused only and ask the model nothing."""
+    end (two reranked, one fused) and reuses the first page's answer; later ones are fused
+    only."""
     svc = service(pool, reranker, top_n=5)
     fused = ids(await search(svc, limit=NOTES, rerank=False))
     walked: list[int] = []
@@ -217,7 +218,7 @@ async def test_pages_walk_the_reranked_order_and_explain_search_replays_each(
         if not page.has_more:
             break
     assert walked == fused[:5][::-1] + fused[5:]
-    assert len(reranker.requests) == 2  # pages one and two; past the candidates: none
+    assert len(reranker.requests) == 1  # page two reads page one's answer; later ones: none
 
 
 async def test_the_candidates_sent_are_bounded_in_tokens(
@@ -273,6 +274,8 @@ def test_rest_reranks_and_metrics_count_the_cost(
         assert _metric(server.base, "pgrag_rerank_cost_usd_sum") == pytest.approx(COST_PER_SEARCH)
 
         reranker.fault.status = 500
+        url = url.replace("terms", "terms+agreed")  # a query not answered before
+        fused_ids = [h["chunk_id"] for h in _get(url + "&rerank=false")["results"]]
         failed = _get(url)
         assert failed["degraded"] == ["rerank"]
         assert [h["chunk_id"] for h in failed["results"]] == fused_ids

@@ -7,9 +7,12 @@ candidates it did not score to the bottom."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -28,6 +31,9 @@ from pgrag.tokens import encoding
 log = logging.getLogger(__name__)
 
 MIN_CANDIDATE_TOKENS = 16  # a candidate cut shorter than this by the total bound is not sent
+# answers kept by digest: the later pages of a walk among the candidates ask the model
+# nothing, and see the order the first page saw
+KEPT_ANSWERS = 512
 
 
 class RerankOutcome(StrEnum):
@@ -168,6 +174,7 @@ def candidate_texts(
 class Reranker:
     def __init__(self, config: RerankConfig) -> None:
         self.config = config
+        self._answers: OrderedDict[str, list[float]] = OrderedDict()
 
     @classmethod
     def of(cls, settings: Settings) -> Reranker | None:
@@ -212,12 +219,19 @@ class Reranker:
         self, query: str, texts: list[str]
     ) -> tuple[RerankReport, list[float] | None]:
         """The model's score of each text, or None and the report saying why not."""
+        key = hashlib.sha256(json.dumps([query, texts]).encode()).hexdigest()
+        if (kept := self._answers.get(key)) is not None:
+            self._answers.move_to_end(key)
+            return RerankReport(self.config.model, RerankOutcome.OK, cost=0.0), kept
         started = time.perf_counter()
         report = RerankReport(self.config.model, RerankOutcome.OK)
         scores = None
         try:
             results, report.cost = await self._call(query, texts)
             scores = scores_of(results, len(texts))
+            self._answers[key] = scores
+            if len(self._answers) > KEPT_ANSWERS:
+                self._answers.popitem(last=False)
         except _Refused as exc:
             report.outcome = exc.outcome
             log.warning("rerank %s: %s; the fused order stands", self.config.model, exc)
