@@ -232,16 +232,11 @@ class Reranker:
             self._answers[key] = scores
             if len(self._answers) > KEPT_ANSWERS:
                 self._answers.popitem(last=False)
-        except _Refused as exc:
-            report.outcome = exc.outcome
-            log.warning("rerank %s: %s; the fused order stands", self.config.model, exc)
-        except TimeoutError:
-            report.outcome = RerankOutcome.TIMEOUT
-            log.warning("rerank %s: no answer within %ss", self.config.model, self.config.timeout_s)
         except Exception as exc:  # the provider's failure is the stage's, never the search's
-            report.outcome = _outcome_of(exc)
-            first = str(exc).splitlines()[0][:300] if str(exc) else ""
-            log.warning("rerank %s: %s: %s", self.config.model, type(exc).__name__, first)
+            report.outcome, why = _failure(exc, self.config.timeout_s)
+            log.warning(
+                "rerank %s %s: %s; the fused order stands", report.model, report.outcome, why
+            )
         report.ms = round((time.perf_counter() - started) * 1000, 2)
         observe_rerank(str(report.outcome), report.cost)
         return report, scores
@@ -269,11 +264,14 @@ class Reranker:
         return response.results, float(cost) if isinstance(cost, int | float) else None
 
 
-def _outcome_of(exc: Exception) -> RerankOutcome:
-    litellm = _litellm()
-    if isinstance(exc, litellm.exceptions.Timeout):
-        return RerankOutcome.TIMEOUT
-    return RerankOutcome.ERROR
+def _failure(exc: Exception, timeout_s: float) -> tuple[RerankOutcome, str]:
+    """The outcome of a failed call, and one line saying why (never a traceback)."""
+    if isinstance(exc, _Refused):
+        return exc.outcome, str(exc)
+    if isinstance(exc, TimeoutError | _litellm().exceptions.Timeout):
+        return RerankOutcome.TIMEOUT, f"no answer within {timeout_s}s"
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return RerankOutcome.ERROR, f"{type(exc).__name__}: {first}"
 
 
 async def _contents(
