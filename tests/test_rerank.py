@@ -147,6 +147,23 @@ async def test_the_models_order_is_applied_and_explained(
 
 
 @pytest.mark.parametrize(
+    ("mode", "scope"),
+    [("semantic", "chunks"), ("keyword", "chunks"), ("hybrid", "documents"), ("regex", "chunks")],
+)
+async def test_every_relevance_mode_and_scope_is_reranked_regex_is_not(
+    pool: AsyncConnectionPool, reranker: FakeReranker, mode: str, scope: str
+) -> None:
+    svc = service(pool, reranker)
+    fused = await search(svc, limit=NOTES, mode=mode, scope=scope, rerank=False)
+    page = await search(svc, limit=NOTES, mode=mode, scope=scope)
+    assert len(fused.data.results) == NOTES and page.data.degraded == []
+    if mode == "regex":  # ordered by match counts, not by relevance: nothing to rerank
+        assert reranker.requests == [] and ids(page) == ids(fused)
+    else:
+        assert len(reranker.requests) == 1 and ids(page) == ids(fused)[::-1]
+
+
+@pytest.mark.parametrize(
     ("fault", "outcome"),
     [
         ({"status": 503}, "error"),

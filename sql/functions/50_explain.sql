@@ -80,7 +80,7 @@ LANGUAGE sql STABLE AS $$
             candidate_budget => (p.params ->> 'candidate_budget')::float8,
             rescore_size => (p.params ->> 'rescore_size')::int) f
     ),
-    final AS (
+    placed AS (
         SELECT f.*, coalesce(r.rerank_rank, f.pos) AS final_pos, r.rerank_rank, r.rerank_score
         FROM fused f LEFT JOIN reranked r ON r.chunk_id = f.chunk_id
     )
@@ -95,7 +95,7 @@ LANGUAGE sql STABLE AS $$
            CASE WHEN e.chunk_id IS NULL THEN 'no vector' END,
            h.pos, h.rerank_rank, h.rerank_score
     FROM p
-    CROSS JOIN final h
+    CROSS JOIN placed h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
     -- collection_id too: on Citus, the shard a chunk and its document share
     JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
