@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgrag.embeddings.remote import _litellm
+from pgrag.embeddings.remote import import_litellm
 from pgrag.metrics import observe_rerank
 from pgrag.search import sql
 from pgrag.search.ranking import FusionParams, RankInput, rank
@@ -183,7 +183,7 @@ class Reranker:
 
     async def load(self) -> None:
         """litellm takes seconds to import: off the event loop (servers: before serving)."""
-        await asyncio.to_thread(_litellm)
+        await asyncio.to_thread(import_litellm)
 
     def applies(self, q: RankInput) -> bool:
         """Asked for, a mode ranked by relevance, and a page that starts among the candidates."""
@@ -243,7 +243,7 @@ class Reranker:
 
     async def _call(self, query: str, texts: list[str]) -> tuple[Any, float | None]:
         await self.load()
-        litellm = _litellm()
+        litellm = import_litellm()
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "query": query,
@@ -268,7 +268,7 @@ def _failure(exc: Exception, timeout_s: float) -> tuple[RerankOutcome, str]:
     """The outcome of a failed call, and one line saying why (never a traceback)."""
     if isinstance(exc, _Refused):
         return exc.outcome, str(exc)
-    if isinstance(exc, TimeoutError | _litellm().exceptions.Timeout):
+    if isinstance(exc, TimeoutError | import_litellm().exceptions.Timeout):
         return RerankOutcome.TIMEOUT, f"no answer within {timeout_s}s"
     first = str(exc).splitlines()[0][:300] if str(exc) else ""
     return RerankOutcome.ERROR, f"{type(exc).__name__}: {first}"
