@@ -36,6 +36,16 @@ TOOL_CALLS = Counter(
     "MCP tool calls by tool and outcome (ok, or the stable error code).",
     ["tool", "outcome"],
 )
+RERANK_CALLS = Counter(
+    "pgrag_rerank_calls_total",
+    "Rerank calls by outcome (ok; timeout, error, malformed, partial: the fused order stood).",
+    ["outcome"],
+)
+RERANK_COST = Histogram(
+    "pgrag_rerank_cost_usd",
+    "Cost of one search's rerank call in USD, as litellm prices it (unpriced calls count 0).",
+    buckets=(0.0, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1),
+)
 INGEST_DOCUMENTS = Counter(
     "pgrag_ingest_documents_total",
     "Documents handled by ingestion, by outcome (added, updated, unchanged, removed, failed, pending).",
@@ -108,3 +118,9 @@ def counting_reporter(reporter: Callable[[Any], None]) -> Callable[[Any], None]:
 def count_ingest(outcome: str, n: int = 1) -> None:
     if n:
         INGEST_DOCUMENTS.labels(outcome).inc(n)
+
+
+def observe_rerank(outcome: str, cost: float | None) -> None:
+    """One rerank call: its outcome, and (whatever the outcome) what it was priced at."""
+    RERANK_CALLS.labels(outcome).inc()
+    RERANK_COST.observe(cost or 0.0)

@@ -64,6 +64,30 @@ class Settings(BaseSettings):
     embedding_query_threads: int = Field(
         2, ge=1, le=32, description="bundled model: queries embedded at once, one thread each"
     )
+    rerank_model: str | None = Field(
+        None,
+        description="any litellm rerank model (`cohere/rerank-v3.5`, `jina_ai/…`, `infinity/…`, "
+        "`hosted_vllm/…`): reranks the top fused candidates; unset: no reranking",
+    )
+    rerank_api_base: str | None = Field(
+        None, description="passed to litellm as api_base (a self-hosted rerank server)"
+    )
+    rerank_api_key: str | None = Field(None, description="passed to litellm as api_key")
+    rerank_top_n: int = Field(
+        30, ge=2, le=100, description="fused candidates sent to the reranker (the first ranks)"
+    )
+    rerank_max_tokens: int = Field(
+        512, ge=16, le=8192, description="tokens of one candidate sent (longer ones are cut)"
+    )
+    rerank_max_total_tokens: int = Field(
+        16000,
+        ge=64,
+        le=1_000_000,
+        description="tokens sent per search; candidates past it keep their fused rank",
+    )
+    rerank_timeout_s: float = Field(
+        5.0, gt=0, le=8, description="seconds the reranker may take; then the fused order"
+    )
     distributed: bool | None = Field(
         None,
         description="Citus: distribute the tables by collection (docs/scale-out.md); "
@@ -238,6 +262,16 @@ class Settings(BaseSettings):
             raise ValueError(f"the bundled local model is {LOCAL_MODEL}")
         if provider == "hash" and not name.isdigit():
             raise ValueError("the test embedder is hash/<dimensions>, e.g. hash/384")
+        return value
+
+    @field_validator("rerank_model")
+    @classmethod
+    def _rerank_has_provider(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        provider, _, name = value.partition("/")
+        if not provider or not name:
+            raise ValueError("expects provider/model, e.g. cohere/rerank-v3.5")
         return value
 
     @model_validator(mode="after")

@@ -95,15 +95,22 @@ def _table(data: SearchData, hits: list[SearchHit], explain: bool, pool_size: in
     if explain:
         table.add_column("lexical", justify="right", no_wrap=True)
         table.add_column("semantic", justify="right", no_wrap=True)
+    reranked = explain and _reranked(hits)
+    if reranked:
+        table.add_column("rerank", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     if wide:
         table.add_column("snippet", overflow="fold", ratio=2)
     for h in hits:
-        table.add_row(*_row(h, explain, wide))
+        table.add_row(*_row(h, explain, wide, reranked))
     return table
 
 
-def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
+def _reranked(hits: list[SearchHit]) -> bool:
+    return any(h.explain and h.explain.fused_rank is not None for h in hits)
+
+
+def _row(h: SearchHit, explain: bool, wide: bool, reranked: bool) -> list[str]:
     snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
     if wide:
         row = [str(h.rank), escape(h.path), escape(_location(h))]
@@ -121,6 +128,8 @@ def _row(h: SearchHit, explain: bool, wide: bool) -> list[str]:
             if e
             else ["-", "-"]
         )
+    if reranked:  # the rank before reranking and the model's score
+        row.append(_leg(h.explain.fused_rank, h.explain.rerank_score, 3) if h.explain else "-")
     row.append(_num(h.score))
     if wide:
         row.append(escape(snippet[:160]))
@@ -151,8 +160,11 @@ def _notes(
             else f"{more} more than --limit allows ({MAX_LIMIT}): narrow the query or "
             "filter with --collection, --folder or --file-type"
         )
-    if data.degraded:
-        notes.append(f"degraded: {', '.join(data.degraded)} leg unavailable for this query")
+    legs = [d for d in data.degraded if d != "rerank"]
+    if legs:
+        notes.append(f"degraded: {', '.join(legs)} leg unavailable for this query")
+    if "rerank" in data.degraded:
+        notes.append("degraded: the reranker failed; the fused order is shown")
     if explain:
         notes += _explain_notes(data, hits, pool_size)
     if data.search_id:
@@ -173,6 +185,8 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
             f"(up to {pool_size} each); semantic search ranks every chunk, so this is "
             "no count of matches"
         )
+    if _reranked(hits):
+        notes.append("rerank: the hit's rank before reranking and the rerank model's score")
     if any(h.explain and h.explain.semantic_note for h in hits):
         notes.append("no vector: the chunk's vector is still being computed; found by its words")
     e = hits[0].explain if hits else None
@@ -212,6 +226,9 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
 @click.option("--explain", is_flag=True, help="show each leg's rank and score")
 @click.option("--json", "as_json", is_flag=True, help="print the MCP tool's data as JSON")
 @click.option(
+    "--no-rerank", "no_rerank", is_flag=True, help="the fused order (skip PGRAG_RERANK_MODEL)"
+)
+@click.option(
     "--max-tokens",
     type=click.IntRange(50, 25000),
     default=None,
@@ -230,6 +247,7 @@ def search(
     threshold: float | None,
     explain: bool,
     as_json: bool,
+    no_rerank: bool,
     max_tokens: int | None,
 ) -> None:
     """Search the knowledge base (hybrid full-text + vector ranking in SQL)."""
@@ -242,6 +260,7 @@ def search(
         threshold=threshold,
         filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
         explain=explain or as_json,
+        rerank=not no_rerank,
         max_tokens=max_tokens or MAX_PAGE_TOKENS,
     )
 

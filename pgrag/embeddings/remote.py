@@ -21,7 +21,7 @@ from pgrag.errors import UpstreamError
 log = logging.getLogger(__name__)
 
 
-def _litellm() -> Any:
+def import_litellm() -> Any:
     # imported lazily: ~3 s and 165 MB; and never fetch the cost map from GitHub
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -31,7 +31,7 @@ def _litellm() -> Any:
 
 
 def _is_transient(exc: BaseException) -> bool:
-    litellm = _litellm()
+    litellm = import_litellm()
     transient = (
         litellm.exceptions.RateLimitError,
         litellm.exceptions.APIConnectionError,
@@ -78,7 +78,7 @@ class LiteLLMProvider(EmbeddingProvider):
         return self.dimensions
 
     async def _call(self, texts: list[str]) -> Any:
-        litellm = _litellm()
+        litellm = import_litellm()
         # retries are ours (tenacity, with backoff): the SDKs underneath must not add their own
         kwargs: dict[str, Any] = {
             "model": self.model,

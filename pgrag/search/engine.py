@@ -1,6 +1,6 @@
 """The search service: embeds the query, ranks in SQL (ranking.py), shapes hits with
-snippets, cuts the page to the token budget and logs the search. Python never re-ranks:
-order comes from SQL."""
+snippets, cuts the page to the token budget and logs the search. Order comes from SQL;
+only the optional rerank stage (rerank.py), a model's judgement, reorders its first ranks."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.modes import ModeSpec, Ranker
 from pgrag.search.options import FusionParams, load_fusion
-from pgrag.search.ranking import RankInput, rank
+from pgrag.search.ranking import RankInput
+from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
 from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
@@ -62,6 +63,7 @@ class _Page:
     details: dict[int, ChunkDetail]
     content_mode: str
     full_texts: dict[str, str]  # content_mode=full: document id -> its extracted text
+    reranked: RerankReport | None
 
 
 @dataclass
@@ -82,6 +84,7 @@ class SearchService:
         snippet_summary: bool = True,
         default_content_mode: str = "smart_extract",
         log_searches: bool = True,
+        reranker: Reranker | None = None,
     ) -> None:
         self.pool = pool
         self.provider = provider
@@ -91,6 +94,7 @@ class SearchService:
         self._fusion: FusionParams | None = None
         self.log_searches = log_searches
         self._codec: ContinuationCodec | None = None
+        self.reranker = reranker
 
     @classmethod
     def configured(
@@ -103,6 +107,7 @@ class SearchService:
             max_snippets=settings.search_max_snippets,
             snippet_summary=settings.return_snippet_summary,
             default_content_mode=settings.default_content_mode,
+            reranker=Reranker.of(settings),
         )
 
     @property
@@ -165,15 +170,15 @@ class SearchService:
                     "embedding: add meaningful words, or use mode='regex' for patterns"
                 )
             t = time.perf_counter()
-            params, rows = await rank(
-                conn,
-                await self.fusion_params(conn),
-                RankInput(
-                    req, spec, offset, collection_ids, embedding, lexical_ok, self.provider.model
-                ),
+            q = RankInput(
+                req, spec, offset, collection_ids, embedding, lexical_ok, self.provider.model
+            )
+            params, rows, reranked = await ranked(
+                self.reranker, conn, await self.fusion_params(conn), q
             )
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
-            hits, budget, bounded = await self._hits(conn, req, rows, collection_ids)
+            note_rerank(reranked, timings, degraded)
+            hits, budget, bounded = await self._hits(conn, req, rows, collection_ids, reranked)
             if bounded:
                 degraded.append("snippets")
             total = rows[0].total if rows else 0
@@ -189,7 +194,7 @@ class SearchService:
         # the log is an operator table: written outside the caller's scoped transaction
         async with self.pool.connection() as conn:
             search_id = await self._log(
-                conn, req, params, embedding, degraded, hits, timings, caller
+                conn, req, params, embedding, degraded, hits, timings, caller, reranked
             )
         data = SearchData(
             results=hits,
@@ -253,6 +258,7 @@ class SearchService:
         req: SearchRequest,
         rows: list[RankedRow],
         collection_ids: list[int] | None,
+        reranked: RerankReport | None,
     ) -> tuple[list[SearchHit], Budgeted, bool]:
         """The page's hits, cut to the token budget, and whether highlighting stopped early.
         The database is read here; the hits are shaped off the event loop."""
@@ -279,7 +285,7 @@ class SearchService:
             }
             for doc_id, collection_id in docs.items():
                 full_texts[doc_id] = await extracted_text(conn, doc_id, collection_id)
-        page = _Page(req, req.spec, rows, details, content_mode, full_texts)
+        page = _Page(req, req.spec, rows, details, content_mode, full_texts, reranked)
         return await deadline.off_loop(self._shape, page)
 
     def _shape(self, page: _Page) -> tuple[list[SearchHit], Budgeted, bool]:
@@ -315,6 +321,7 @@ class SearchService:
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
                         **self.fusion.explain(spec),
+                        **(page.reranked.explain(r.chunk_id, r.rank) if page.reranked else {}),
                     ),
                     max_snippets=self.max_snippets,
                     snippet_summary=self.snippet_summary,
@@ -335,6 +342,7 @@ class SearchService:
         hits: list[SearchHit],
         timings: dict[str, float],
         caller: str | None,
+        reranked: RerankReport | None,
     ) -> int | None:
         if not self.log_searches:
             return None
@@ -358,6 +366,7 @@ class SearchService:
                     Jsonb(results),
                     Jsonb(timings),
                     caller,
+                    *(reranked.log_columns() if reranked else (None, None, None, None)),
                 ),
             )
             return int(logged_id)

@@ -70,6 +70,9 @@ class SearchRequest(BaseModel):
     merge_overlapping: bool = Field(True, description="merge snippets less than 50 chars apart")
     return_scoring_details: bool = Field(False, description="include snippet scoring details")
     explain: bool = Field(False, description="include per-leg ranks and scores")
+    rerank: bool = Field(
+        True, description="rerank the first fused candidates when the server has a rerank model"
+    )
     max_tokens: int = Field(2000, ge=50, le=25000, description="token budget of this page")
     continuation_token: str | None = Field(
         None, max_length=4096, description="from the previous page"
@@ -147,6 +150,9 @@ class Explain(BaseModel):
         description="why the semantic leg could not rank the chunk: its vector is still "
         "being computed (the document is searchable by keyword meanwhile)",
     )
+    fused_rank: int | None = Field(None, description="rank before reranking")
+    rerank_rank: int | None = Field(None, description="rank among the reranked candidates")
+    rerank_score: float | None = Field(None, description="the rerank model's relevance score")
 
 
 class SearchHit(BaseModel):

@@ -142,7 +142,13 @@ SECRET_SQL = "SELECT secret FROM pgrag.server_secret"
 
 LOG_SQL = """
 INSERT INTO pgrag.search_log (query, mode, scope, params, query_embedding, model, degraded,
-                              results, timings, caller)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              results, timings, caller, rerank_model, rerank_outcome, rerank,
+                              rerank_cost)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id
 """
+
+# the text of the candidates sent to the rerank model (search/rerank.py)
+RERANK_TEXTS_SQL = "SELECT id, content FROM pgrag.chunks WHERE id = ANY(%(ids)s)"
+# when the search names its collections: on Citus read on their shards only
+RERANK_TEXTS_IN_SQL = RERANK_TEXTS_SQL + " AND collection_id = ANY(%(collection_ids)s::bigint[])"

@@ -86,6 +86,8 @@ async def open_context(
         # first call, not on the event loop while it runs
         encoding()
         language.load()
+        if service.reranker is not None:
+            await service.reranker.load()
         async with rt.db.pool.connection() as conn:
             codec = await service.codec(conn)  # one secret for every tool's tokens
         context = AppContext(

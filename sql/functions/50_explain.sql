@@ -8,6 +8,9 @@
 -- and how close together the chunk holds the query's words (lexical_proximity);
 -- semantic_note says when the semantic leg had no vector for the chunk (two-phase ingestion:
 -- a document's chunks are searchable by keyword before their vectors are written).
+-- A search the rerank stage reordered shows its final order: rank is the logged rerank rank
+-- of each candidate reranked (the fused rank for the others), fused_rank the replayed
+-- position before reranking, rerank_rank and rerank_score the model's figures.
 CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     rank            int,
     logged_rank     int,
@@ -32,7 +35,10 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     semantic_cosine float8,   -- plain cosine; semantic_score is of centred vectors if centred
     centred         boolean,
     lexical_proximity float8, -- the best window's share of the chunk's matched words
-    semantic_note   text      -- 'no vector' while the chunk's vector is still being computed
+    semantic_note   text,     -- 'no vector' while the chunk's vector is still being computed
+    fused_rank      int,      -- rank before reranking (= rank when nothing was reranked)
+    rerank_rank     int,
+    rerank_score    float8
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -50,6 +56,11 @@ LANGUAGE sql STABLE AS $$
     logged AS (
         SELECT (r ->> 'chunk_id')::bigint AS chunk_id, (r ->> 'rank')::int AS rank
         FROM p, jsonb_array_elements(p.results) r
+    ),
+    reranked AS (
+        SELECT (x ->> 'chunk_id')::bigint AS chunk_id, (x ->> 'rerank_rank')::int AS rerank_rank,
+               (x ->> 'rerank_score')::float8 AS rerank_score
+        FROM p, jsonb_array_elements(coalesce(p.rerank, '[]'::jsonb)) x
     ),
     fused AS (
         SELECT f.*, row_number() OVER (ORDER BY f.fused_score DESC, f.chunk_id)::int AS pos
@@ -70,8 +81,12 @@ LANGUAGE sql STABLE AS $$
             candidate_budget => (p.params ->> 'candidate_budget')::float8,
             rescore_size => (p.params ->> 'rescore_size')::int,
             proximity_width => (p.params ->> 'proximity_width')::int) f
+    ),
+    placed AS (
+        SELECT f.*, coalesce(r.rerank_rank, f.pos) AS final_pos, r.rerank_rank, r.rerank_score
+        FROM fused f LEFT JOIN reranked r ON r.chunk_id = f.chunk_id
     )
-    SELECT h.pos, g.rank, h.chunk_id, d.path,
+    SELECT h.final_pos, g.rank, h.chunk_id, d.path,
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,
                      'rows ' || c.row_start || '-' || c.row_end, 'slide ' || c.slide),
            h.lexical_rank, h.lexical_score::float4, h.semantic_rank, h.semantic_score,
@@ -79,9 +94,10 @@ LANGUAGE sql STABLE AS $$
            coalesce(p.fu, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
            h.lexical_share, h.lexical_norm, h.semantic_norm,
            p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity,
-           CASE WHEN e.chunk_id IS NULL THEN 'no vector' END
+           CASE WHEN e.chunk_id IS NULL THEN 'no vector' END,
+           h.pos, h.rerank_rank, h.rerank_score
     FROM p
-    CROSS JOIN fused h
+    CROSS JOIN placed h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
     -- collection_id too: on Citus, the shard a chunk and its document share
     JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
@@ -90,8 +106,8 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN pgrag.embeddings e
            ON e.collection_id = c.collection_id AND e.set_id = col.active_set_id
           AND e.chunk_id = c.id
-    WHERE h.pos > coalesce((p.params ->> 'match_offset')::int, 0)
-      AND h.pos <= coalesce((p.params ->> 'match_offset')::int, 0)
+    WHERE h.final_pos > coalesce((p.params ->> 'match_offset')::int, 0)
+      AND h.final_pos <= coalesce((p.params ->> 'match_offset')::int, 0)
                    + (p.params ->> 'match_count')::int
-    ORDER BY h.pos
+    ORDER BY h.final_pos, h.pos
 $$;

@@ -8,9 +8,11 @@ import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.support.servers import QuietHandler
 
 CANNED_RESULTS = 25
 OLD_EVERY = 5  # every 5th result was published two years ago
@@ -71,7 +73,7 @@ class FakeSearxng:
     def __enter__(self) -> FakeSearxng:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 parsed = urlparse(self.path)
                 args = {k: v[0] for k, v in parse_qs(parsed.query).items()}
@@ -99,19 +101,6 @@ class FakeSearxng:
                         "unresponsive_engines": [],
                     }
                     self._send(200, json.dumps(body).encode(), "application/json")
-
-            def _send(self, status: int, body: bytes, ctype: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -1,4 +1,5 @@
-"""Real local servers the tests talk to (no mocks): an OpenAI-compatible embedding server."""
+"""Real local servers the tests talk to (no mocks): an OpenAI-compatible embedding server,
+and the request handler the fake upstreams (SearXNG, rerank) share."""
 
 from __future__ import annotations
 
@@ -10,6 +11,26 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A fake upstream's request handler: replies without logging, and shrugs off a client
+    that gave up (the timeout tests)."""
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 def free_port() -> int:

@@ -38,6 +38,7 @@ async def api_search(
     collection: str | None = None,
     max_tokens: Annotated[QueryInt, Query(ge=50, le=25000)] = 2000,
     continuation_token: str | None = None,
+    rerank: bool = True,
 ) -> dict[str, Any]:
     """Search (same data as the MCP `search` tool)."""
     req = SearchRequest(
@@ -47,6 +48,7 @@ async def api_search(
         limit=limit,
         max_tokens=max_tokens,
         continuation_token=continuation_token,
+        rerank=rerank,
         filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
     )
     page = await within(

@@ -40,6 +40,9 @@ async def search(
     merge_overlapping: bool = True,
     return_scoring_details: bool = False,
     explain: bool = False,
+    rerank: Annotated[
+        bool, Field(description="false: the fused order, even when the server reranks")
+    ] = True,
     max_tokens: MaxTokens = 2000,
     continuation_token: Token = None,
 ) -> result(SearchData):  # type: ignore[valid-type]
@@ -62,6 +65,7 @@ async def search(
         merge_overlapping=merge_overlapping,
         return_scoring_details=return_scoring_details,
         explain=explain,
+        rerank=rerank,
         max_tokens=max_tokens,
         continuation_token=continuation_token,
     )
