@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import ErrorCode, InvalidArgument, PgragError
+from pgrag.ingest.context import embed_text
 from pgrag.store.collections import (
     Collection,
     activate_embedding_set,
@@ -59,7 +60,7 @@ COUNT_DONE_SQL = "SELECT count(*) FROM pgrag.embeddings WHERE collection_id = %s
 
 # keyset-paged, so a chunk that cannot be written now (see INSERT_SQL) ends the pass
 MISSING_SQL = """
-SELECT c.id, c.heading, c.content FROM pgrag.chunks c
+SELECT c.id, c.heading, c.context, c.content FROM pgrag.chunks c
 WHERE c.collection_id = %(cid)s AND c.id > %(after)s
   AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e  -- collection_id: Citus's shard key
                   WHERE e.collection_id = c.collection_id AND e.set_id = %(sid)s
@@ -132,12 +133,6 @@ def _quiet(_: ReindexEvent) -> None:
     pass
 
 
-def embed_text(heading: str | None, content: str) -> str:
-    """The text ingestion embedded for a chunk (see PreparedDocument.embed_texts); the same
-    text hashes to the same cache key, so vectors computed at ingestion are reused."""
-    return f"{heading}\n\n{content}" if heading else content
-
-
 def index_name(set_id: int) -> str:
     """The name pgrag.ensure_embedding_index gives a set's HNSW index."""
     return f"embeddings_hnsw_{set_id}"
@@ -183,7 +178,7 @@ class _Run:
             added += await self._embed_batch(rows)
         return added
 
-    async def _missing(self, after: int) -> list[tuple[int, str | None, str]]:
+    async def _missing(self, after: int) -> list[tuple[int, str | None, str | None, str]]:
         params = {
             "cid": self.collection_id,
             "sid": self.result.set_id,
@@ -192,8 +187,8 @@ class _Run:
         }
         return await (await self.conn.execute(MISSING_SQL, params)).fetchall()
 
-    async def _embed_batch(self, rows: list[tuple[int, str | None, str]]) -> int:
-        texts = [embed_text(heading, content) for _, heading, content in rows]
+    async def _embed_batch(self, rows: list[tuple[int, str | None, str | None, str]]) -> int:
+        texts = [embed_text(heading, context, content) for _, heading, context, content in rows]
         vectors, computed = await embed_passages_cached(self.conn, self.provider, texts)
         params = {
             "cid": self.collection_id,

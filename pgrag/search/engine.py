@@ -317,6 +317,7 @@ class SearchService:
                         query_lang=query_lang,
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
+                        document_context=d.context,
                         **self.fusion.explain(mode),
                     ),
                     max_snippets=self.max_snippets,

@@ -143,6 +143,11 @@ class Explain(BaseModel):
         description="why the semantic leg could not rank the chunk: its vector is still "
         "being computed (the document is searchable by keyword meanwhile)",
     )
+    document_context: str | None = Field(
+        None,
+        description="the document's lead that the chunk carries to BM25 and the embedding "
+        "model besides its heading (not part of its text)",
+    )
 
 
 class SearchHit(BaseModel):

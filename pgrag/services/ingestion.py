@@ -42,6 +42,7 @@ def make_ingestor(
             follow_links=settings.follow_links_inside_root,
             workers=settings.parse_workers,
             attempts_dir=settings.home / "parse-attempts",
+            context_tokens=settings.chunk_context_tokens,
         ),
         reporter=reporter,
     )

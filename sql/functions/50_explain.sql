@@ -32,7 +32,8 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     semantic_cosine float8,   -- plain cosine; semantic_score is of centred vectors if centred
     centred         boolean,
     lexical_proximity float8, -- the best window's share of the chunk's matched words
-    semantic_note   text      -- 'no vector' while the chunk's vector is still being computed
+    semantic_note   text,     -- 'no vector' while the chunk's vector is still being computed
+    document_context text     -- the document's lead the chunk carries besides its heading
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -77,7 +78,7 @@ LANGUAGE sql STABLE AS $$
            coalesce(p.fu, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
            h.lexical_share, h.lexical_norm, h.semantic_norm,
            p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity,
-           CASE WHEN e.chunk_id IS NULL THEN 'no vector' END
+           CASE WHEN e.chunk_id IS NULL THEN 'no vector' END, c.context
     FROM p
     CROSS JOIN fused h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
