@@ -253,6 +253,7 @@ def test_queries_cover_the_categories() -> None:
         "sheet_row",
         "regex",
         "cross_lingual",
+        "context",  # the answer's page lacks the words that identify its document
     }
     cross = [q for q in queries if q.category == "cross_lingual"]
     assert len(cross) >= 10
