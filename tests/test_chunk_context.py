@@ -5,7 +5,9 @@ about, to BM25 (weighted A) and to the embedding model alike."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ from pgrag.search.models import SearchFilters, SearchRequest
 from pgrag.settings import load_settings
 from pgrag.store.documents import ChunkRow
 from pgrag.tokens import count_tokens
+from tests.conftest import pgrag_cmd
 from tests.test_parsers import make_docx, make_pdf
 
 pytestmark = pytest.mark.anyio
@@ -310,3 +313,28 @@ async def test_the_root_cause_page_ranks_first_for_its_document_with_the_context
             assert await _first_section(service, "with") == "Root cause"
     finally:
         await provider.aclose()
+
+
+def test_a_new_context_applies_on_change_or_on_refresh(dsn: str, tmp_path: pathlib.Path) -> None:
+    """Unchanged files keep the chunks they were written with; `ingest --refresh` re-chunks
+    them with the current settings."""
+    root = _knowledge_base(tmp_path)
+    base = ["--database-url", dsn, "--embedding-model", "hash/384"]
+    root_cause = (
+        "SELECT c.context FROM pgrag.chunks c JOIN pgrag.documents d ON d.id = c.document_id"
+        " WHERE d.path = 'IR-2025-031.md' AND c.section = 'Root cause'"
+    )
+
+    def ingest(*args: str, tokens: str = "48") -> None:
+        env = {**os.environ, "PGRAG_CHUNK_CONTEXT_TOKENS": tokens}
+        cmd = pgrag_cmd(*base, "ingest", "--quiet", str(root), *args)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    ingest(tokens="0")
+    assert _rows(dsn, root_cause) == [(None,)]
+    ingest()  # unchanged: skipped
+    assert _rows(dsn, root_cause) == [(None,)]
+    ingest("--refresh")
+    ((context,),) = _rows(dsn, root_cause)
+    assert context.startswith("On 14 May 2025 the Wuxi plant")

@@ -80,8 +80,10 @@ class Ingestor:
         reporter: Reporter | None = None,
         ocr: OcrOptions | None = None,
         parse: ParseOptions | None = None,
+        refresh: bool = False,
     ) -> None:
         self.pool = pool
+        self.refresh = refresh  # re-read unchanged files too (new chunking, new context)
         self.parse = parse or ParseOptions()
         if ocr is None:
             from pgrag.ingest.ocr import OcrOptions
@@ -246,7 +248,8 @@ class Ingestor:
                         continue
                     k = known.get(f.rel)
                     if (
-                        k
+                        not self.refresh
+                        and k
                         and k.content_hash == digest
                         and (
                             k.status == "ready"

@@ -22,6 +22,7 @@ def make_ingestor(
     *,
     collection: str | None = None,
     reporter: Reporter | None = None,
+    refresh: bool = False,
 ) -> Ingestor:
     """An Ingestor for `collection` (default: the settings' collection). The ingestion
     modules load here, not at import: a server that never ingests does not pay for them."""
@@ -45,6 +46,7 @@ def make_ingestor(
             context_tokens=settings.chunk_context_tokens,
         ),
         reporter=reporter,
+        refresh=refresh,
     )
 
 
