@@ -101,6 +101,7 @@ def chunk_context(
 
 def embed_text(heading: str | None, context: str | None, content: str) -> str:
     """What the model sees for a chunk: its heading (title, section path), its document's
-    context, then its text."""
+    context, then its text. Ingestion, resume and reindex embed the same text, so it hashes
+    to the same cache key and a vector is never computed twice."""
     head = "\n".join(p for p in (heading, context) if p)
     return f"{head}\n\n{content}" if head else content
