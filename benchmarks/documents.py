@@ -9,13 +9,14 @@ language pair; where the answer's chunk stands among its document's results (loc
 rank); then every query not answered at rank 1 at its location, with the chunk shown and
 the chunk that holds the answer; writes JSON (`--label` keys the run).
 
-`--context-tokens` bounds the document context chunks carry (0: none); `--context-use`
-measures where it helps: `both` (ingestion as is), `vector` (embedded, then removed from
-the chunks, so BM25 does not see it), `lexical` (ingested without, then written into the
-chunks, so only BM25 sees it).
+`--variants` measures the document context: USE:TOKENS, TOKENS its bound (0: none), USE
+`both` (ingestion as is), `vector` (embedded, then removed from the chunks, so BM25 does not
+see it) or `lexical` (ingested without, then written into the chunks, so only BM25 sees
+it); each variant in its own collection of one database, so texts embedded once come from
+the embedding cache after.
 
     python benchmarks/documents.py [--dsn DSN] [--modes hybrid,semantic,keyword]
-        [--context-tokens 48] [--context-use both|vector|lexical]
+        [--variants both:48,both:0,vector:48,lexical:48]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,20 +72,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--queries", type=Path, default=QUERIES)
     p.add_argument("--out", type=Path, default=support.RESULTS / "documents.json")
     p.add_argument("--label", default="latest", help="key of this run in the JSON file")
-    p.add_argument("--context-tokens", type=int, default=CONTEXT_TOKENS)
-    p.add_argument("--context-use", choices=("both", "vector", "lexical"), default="both")
+    p.add_argument(
+        "--variants",
+        default=f"both:{CONTEXT_TOKENS}",
+        help="comma list of USE:TOKENS (USE: both, vector, lexical; TOKENS 0: no context),"
+        " each in its own collection of one database; labels LABEL/USE:TOKENS",
+    )
     return p.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Where the document context goes (both, vector, lexical) and its bound in tokens."""
+
+    use: str
+    tokens: int
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        use, _, tokens = text.strip().partition(":")
+        if use not in ("both", "vector", "lexical") or not tokens.isdigit():
+            raise SystemExit(f"bad variant {text!r}: USE:TOKENS, USE both|vector|lexical")
+        return cls(use, int(tokens))
+
+    @property
+    def name(self) -> str:
+        return f"{self.use}:{self.tokens}"
 
 
 CHUNKS_SQL = """
 SELECT c.id, d.path, c.page, c.section, c.sheet, c.slide, c.row_start, c.row_end, c.content
-FROM pgrag.chunks c JOIN pgrag.documents d ON d.id = c.document_id ORDER BY d.path, c.ordinal
+FROM pgrag.chunks c JOIN pgrag.documents d ON d.id = c.document_id
+JOIN pgrag.collections col ON col.id = c.collection_id
+WHERE col.name = %s ORDER BY d.path, c.ordinal
 """
-# `--context-use lexical`: the context each chunk would carry, written after ingestion
+NO_CONTEXT_SQL = """
+UPDATE pgrag.chunks c SET context = NULL FROM pgrag.collections col
+WHERE col.id = c.collection_id AND col.name = %s
+"""
+# `lexical`: the context each chunk would carry, written after an ingestion without it
 SET_CONTEXT_SQL = """
 UPDATE pgrag.chunks c SET context = x.context
-FROM unnest(%s::text[], %s::int[], %s::text[]) AS x(path, ordinal, context), pgrag.documents d
+FROM unnest(%s::text[], %s::int[], %s::text[]) AS x(path, ordinal, context),
+     pgrag.documents d, pgrag.collections col
 WHERE d.id = c.document_id AND d.path = x.path AND c.ordinal = x.ordinal
+  AND col.id = c.collection_id AND col.name = %s
 """
 
 
@@ -99,54 +132,64 @@ def contexts(root: Path, tokens: int) -> tuple[list[str], list[int], list[str | 
     return paths, ordinals, texts
 
 
-async def ingest(db: Any, provider: LocalE5Provider, root: Path, args: argparse.Namespace) -> float:
-    """Ingest docbench with the context as asked; the wall time of the ingestion proper."""
-    tokens = 0 if args.context_use == "lexical" else args.context_tokens
+async def ingest(db: Any, provider: LocalE5Provider, root: Path, v: Variant) -> float:
+    """Ingest docbench into the variant's collection; the wall time of the ingestion proper
+    (texts another variant embedded already come from the embedding cache)."""
+    collection = f"{COLLECTION}-{v.name}"
+    options = ParseOptions(context_tokens=0 if v.use == "lexical" else v.tokens)
     t = time.perf_counter()
-    summary = await Ingestor(
-        db.pool, provider, collection=COLLECTION, parse=ParseOptions(context_tokens=tokens)
-    ).run([root])
+    summary = await Ingestor(db.pool, provider, collection=collection, parse=options).run([root])
     ingest_s = time.perf_counter() - t
     if summary.failures:
         raise SystemExit(f"ingestion failed: {summary.failures}")
     async with db.pool.connection() as conn:
-        if args.context_use == "vector":
-            await conn.execute("UPDATE pgrag.chunks SET context = NULL")
-        elif args.context_use == "lexical":
-            await conn.execute(SET_CONTEXT_SQL, contexts(root, args.context_tokens))
+        if v.use == "vector":
+            await conn.execute(NO_CONTEXT_SQL, (collection,))
+        elif v.use == "lexical":
+            await conn.execute(SET_CONTEXT_SQL, (*contexts(root, v.tokens), collection))
     return ingest_s
 
 
-async def ingest_and_evaluate(
-    dsn: str, root: Path, modes: list[str], args: argparse.Namespace
+async def evaluate(
+    db: Any, provider: LocalE5Provider, root: Path, v: Variant, args: argparse.Namespace
 ) -> dict[str, Any]:
     queries = parse_queries(args.queries.read_text(encoding="utf-8"), args.queries.name)
-    provider = LocalE5Provider()
-    try:
-        async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
-            ingest_s = await ingest(db, provider, root, args)
-            async with db.pool.connection() as conn:
-                chunks = await (await conn.execute(CHUNKS_SQL)).fetchall()
-            service = SearchService(db.pool, provider, log_searches=False)
-            t = time.perf_counter()
-            outcomes, missing = await run_queries(
-                service, queries, modes=modes, collection=COLLECTION
-            )
-            search_s = time.perf_counter() - t
-    finally:
-        await provider.aclose()
+    collection = f"{COLLECTION}-{v.name}"
+    ingest_s = await ingest(db, provider, root, v)
+    async with db.pool.connection() as conn:
+        chunks = await (await conn.execute(CHUNKS_SQL, (collection,))).fetchall()
+    service = SearchService(db.pool, provider, log_searches=False)
+    t = time.perf_counter()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    outcomes, missing = await run_queries(service, queries, modes=modes, collection=collection)
     result = report(outcomes, missing)
     result["misses"] = location_misses(outcomes, queries, chunks)
-    counts = (len({c[1] for c in chunks}), len(chunks))
     result["corpus"] = {
         "files": len(docbench.FILES),
-        "documents": counts[0],
-        "chunks": counts[1],
+        "documents": len({c[1] for c in chunks}),
+        "chunks": len(chunks),
         "queries": len(queries),
         "ingest_s": round(ingest_s, 1),
-        "search_s": round(search_s, 1),
+        "search_s": round(time.perf_counter() - t, 1),
+        "context": v.name,
     }
     return result
+
+
+async def ingest_and_evaluate(
+    dsn: str, root: Path, args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Every variant in one database (one embedding cache), in the order given."""
+    variants = [Variant.parse(x) for x in args.variants.split(",") if x.strip()]
+    provider = LocalE5Provider()
+    results = {}
+    try:
+        async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
+            for v in variants:
+                results[v.name] = await evaluate(db, provider, root, v, args)
+    finally:
+        await provider.aclose()
+    return results
 
 
 def _where(row: tuple[Any, ...]) -> str:
@@ -233,7 +276,6 @@ def save(path: Path, label: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     started = time.perf_counter()
     load = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="pgrag-docbench-") as tmp:
@@ -241,28 +283,34 @@ def main(argv: list[str] | None = None) -> int:
         with support.server(args.dsn) as admin:
             dsn = support.fresh_database(admin, DATABASE)
             try:
-                result = asyncio.run(ingest_and_evaluate(dsn, root, modes, args))
+                results = asyncio.run(ingest_and_evaluate(dsn, root, args))
             finally:
                 support.drop_database(admin, dsn)
-    print_summary(result["summary"])
-    print_location(result["summary"])
-    print_misses(result["misses"])
-    result = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "model": support.MODEL,
-        "environment": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "loadavg_at_start": load,
-        },
-        "method": "each query through SearchService.search (limit 10, chunk scope, default "
-        "fusion); rank = position of the first result from the expected document; "
-        "location/answer judged on that result",
-        **result,
-        "wall_s": round(time.perf_counter() - started, 1),
-    }
-    save(args.out, args.label, result)
-    print(f"\nwrote {args.out} [{args.label}] in {result['wall_s']} s")
+    for name, result in results.items():
+        print(f"\n==== document context {name}")
+        print_summary(result["summary"])
+        print_location(result["summary"])
+        print_misses(result["misses"])
+        label = args.label if len(results) == 1 else f"{args.label}/{name}"
+        save(
+            args.out,
+            label,
+            {
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "model": support.MODEL,
+                "environment": {
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "loadavg_at_start": load,
+                },
+                "method": "each query through SearchService.search (limit 10, chunk scope, "
+                "default fusion); rank = position of the first result from the expected "
+                "document; location/answer judged on that result",
+                **result,
+                "wall_s": round(time.perf_counter() - started, 1),
+            },
+        )
+        print(f"\nwrote {args.out} [{label}]")
     return 0
 
 
