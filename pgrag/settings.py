@@ -153,6 +153,13 @@ class Settings(BaseSettings):
     )
     chunk_tokens: int = Field(350, ge=32, le=8000, description="target chunk size in tokens")
     chunk_overlap: int = Field(40, ge=0, le=2000, description="overlap between chunks in tokens")
+    chunk_context_tokens: int = Field(
+        48,
+        ge=0,
+        le=200,
+        description="bound of the document context every chunk carries (its document's lead"
+        " after the title), in tokens; 0: none",
+    )
     ocr_engine: Literal["auto", "rapidocr", "tesseract", "off"] = Field(
         "auto",
         description="OCR for scanned PDF pages and images: `auto` (Tesseract, else RapidOCR),"

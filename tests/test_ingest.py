@@ -14,6 +14,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.context import embed_text
 from pgrag.ingest.pipeline import Outcome
 from pgrag.tokens import count_tokens
 from tests.fixtures.knowledge_base import (
@@ -263,7 +264,7 @@ def test_kb_every_chunk_has_its_own_embedding_in_the_active_set(kb: IngestedKB) 
             " WHERE e.chunk_id IS NULL"
         ).fetchone()
         rows = conn.execute(
-            "SELECT c.heading, c.content, e.embedding::vector(384) FROM pgrag.chunks c"
+            "SELECT c.heading, c.context, c.content, e.embedding::vector(384) FROM pgrag.chunks c"
             " JOIN pgrag.collections col ON col.id = c.collection_id"
             " JOIN pgrag.embeddings e ON e.chunk_id = c.id AND e.set_id = col.active_set_id"
             " WHERE c.ordinal % 5 = 1"
@@ -271,7 +272,7 @@ def test_kb_every_chunk_has_its_own_embedding_in_the_active_set(kb: IngestedKB) 
     assert missing == (0,)
     assert len(rows) > 300
     # the vector stored with a chunk is the embedding of that chunk's text (not a neighbour's)
-    texts = [f"{h}\n\n{c}" if h else c for h, c, _ in rows]
+    texts = [embed_text(h, ctx, c) for h, ctx, c, _ in rows]
     expected = asyncio.run(HashEmbedder(HASH).embed_passages(texts))
     stored = np.stack([v.to_numpy() for *_, v in rows])
     assert np.allclose(stored, expected, atol=1e-5)

@@ -24,8 +24,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.database import open_database
 from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.ingest.context import embed_text
 from pgrag.ingest.pipeline import Ingestor, IngestSummary, Outcome
-from pgrag.ingest.reindex import embed_text
 from pgrag.ingest.walker import FoundFile
 from pgrag.search.engine import NO_VECTOR, SearchService
 from pgrag.search.models import SearchRequest
@@ -178,13 +178,13 @@ async def test_keyword_hit_status_and_explain_before_the_vectors_then_all_embedd
     after = state(dsn)
     assert all(vectors == chunks and pending == 0 for _, chunks, vectors, pending in after.values())
     # the vectors arrive as computed (packed in binary, exactly)
-    ((heading, content, stored),) = _query(
+    ((heading, context, content, stored),) = _query(
         dsn,
-        "SELECT c.heading, c.content, e.embedding::real[] FROM pgrag.chunks c"
+        "SELECT c.heading, c.context, c.content, e.embedding::real[] FROM pgrag.chunks c"
         " JOIN pgrag.embeddings e ON e.chunk_id = c.id WHERE c.content LIKE %s",
         (f"%{CODE}%",),
     )
-    expected = await HashEmbedder(HASH).embed_passages([embed_text(heading, content)])
+    expected = await HashEmbedder(HASH).embed_passages([embed_text(heading, context, content)])
     assert np.array_equal(np.array(stored, dtype=np.float32), expected[0])
     hybrid = await _search(service, CODE, "hybrid")
     assert hybrid.results[0].explain.semantic_note is None

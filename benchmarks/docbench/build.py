@@ -516,6 +516,156 @@ def _leave_policy_zh() -> DocxDoc:
 
 
 # ------------------------------------------------------------------------------------------
+# Incident reports: only the first page or the lead names the site, the date and the
+# customer; the pages that answer (root cause, actions, costs) never repeat them
+# ------------------------------------------------------------------------------------------
+
+_QUALITY_FOOTER = "Kestrel Instruments - Quality Management - Internal"
+
+
+def _incident_wuxi() -> PdfDoc:
+    p = lambda t: ("p", _squash(t))  # noqa: E731
+    return PdfDoc(
+        title="Incident Report IR-2025-031",
+        author="Kestrel Instruments Quality Management",
+        created=_utc(2025, 5, 20),
+        footer=_QUALITY_FOOTER,
+        pages=(
+            PdfPage(
+                (
+                    ("title", "Incident Report IR-2025-031"),
+                    ("h1", "1. Summary"),
+                    p("""On 14 May 2025 the Wuxi plant lost power to its calibration line for
+                    nine hours. The customer Huaneng Power received 38 transmitters late, and
+                    212 machines at the customer's sites waited for their replacement units.
+                    Report owner: Quality Management, Gao Yan."""),
+                    ("h1", "2. Impact"),
+                    p("""Production of 640 transmitters was delayed by two days. No product left
+                    the plant uncalibrated."""),
+                ),
+                ("1. Summary", "2. Impact"),
+            ),
+            PdfPage(
+                (
+                    ("h1", "3. Timeline"),
+                    p("""06:10 alarms on the line controller. 06:25 the feeder breaker is found
+                    tripped. 07:30 the electrical contractor arrives. 11:40 the damaged part is
+                    identified. 15:20 the line is restarted after the spare busbar arrived from
+                    the central store."""),
+                ),
+                ("3. Timeline",),
+            ),
+            PdfPage(
+                (
+                    ("h1", "4. Root Cause"),
+                    p("""The power failure was caused by a cracked busbar joint in the main
+                    switchboard. Years of thermal cycling loosened the bolted connection; the
+                    joint overheated and the protection relay tripped the feeder. The joint had
+                    never been inspected with thermography since the switchboard was installed
+                    in 2016."""),
+                ),
+                ("4. Root Cause",),
+            ),
+            PdfPage(
+                (
+                    ("h1", "5. Corrective Actions"),
+                    p("""Thermographic inspection of every switchboard twice a year; a torque
+                    check of all bolted joints during the annual shutdown; a spare busbar kit
+                    is kept on site. Owner: Facilities, due by 30 September."""),
+                    ("h1", "6. Costs"),
+                    p("""Overtime, express freight and the contractor cost 286,000 CNY; the
+                    late-delivery penalty paid to the customer was 95,000 CNY."""),
+                ),
+                ("5. Corrective Actions", "6. Costs"),
+            ),
+        ),
+    )
+
+
+def _incident_firmware() -> PdfDoc:
+    p = lambda t: ("p", _squash(t))  # noqa: E731
+    return PdfDoc(
+        title="Incident Report IR-2025-017",
+        author="Kestrel Instruments Quality Management",
+        created=_utc(2025, 3, 20),
+        footer=_QUALITY_FOOTER,
+        pages=(
+            PdfPage(
+                (
+                    ("title", "Incident Report IR-2025-017"),
+                    ("h1", "1. Summary"),
+                    p("""On 3 March 2025 the Suzhou warehouse shipped 40 XR-7000 pressure
+                    transmitters with firmware 4.0 instead of 4.2 to the customer Sinopec
+                    Zhenhai. The customer found the error during commissioning."""),
+                    ("h1", "2. Impact"),
+                    p("""All 40 units were updated on site within three days by two service
+                    engineers; commissioning was delayed by one week."""),
+                ),
+                ("1. Summary", "2. Impact"),
+            ),
+            PdfPage(
+                (
+                    ("h1", "3. Timeline"),
+                    p("""Day 0 shipment. Day 7 complaint received by the service desk. Day 8
+                    two service engineers on site. Day 10 every unit updated and tested."""),
+                ),
+                ("3. Timeline",),
+            ),
+            PdfPage(
+                (
+                    ("h1", "4. Root Cause"),
+                    p("""The firmware image on the packing station was outdated. The release
+                    process updated the production test benches but not the packing station,
+                    which flashes the final image just before the devices are boxed."""),
+                ),
+                ("4. Root Cause",),
+            ),
+            PdfPage(
+                (
+                    ("h1", "5. Corrective Actions"),
+                    p("""The packing station now downloads the image from the release server
+                    before every shift and refuses to flash an image older than the released
+                    one. The release checklist names every station that holds firmware."""),
+                    ("h1", "6. Costs"),
+                    p("""Travel and service time cost 48,000 CNY."""),
+                ),
+                ("5. Corrective Actions", "6. Costs"),
+            ),
+        ),
+    )
+
+
+def _incident_zh() -> DocxDoc:
+    p = lambda t: ("p", _zh(t))  # noqa: E731
+    return DocxDoc(
+        title="质量事故报告",
+        author="凯斯特仪器 质量部",
+        created=_utc(2025, 6, 30),
+        language="zh-CN",
+        blocks=(
+            ("title", "质量事故报告"),
+            p("""编号 QA-2025-06。2025 年 6 月 9 日，深圳工厂生产的 HT-900 温湿度变送器（批次 2506A）
+            在客户美的集团的洁净车间出现湿度读数漂移，涉及 1,200 台。"""),
+            _BREAK,
+            ("h1", "一、事故经过"),
+            p(
+                """客户投诉读数偏高 5%RH 以上；质量部次日派工程师到现场，抽检 50 台，其中 41 台超差。"""
+            ),
+            _BREAK,
+            ("h1", "二、原因分析"),
+            p("""湿敏元件在贴片后未按工艺要求烘烤，元件吸潮导致零点漂移。来料检验只检查外观，
+            未能发现该问题。"""),
+            _BREAK,
+            ("h1", "三、纠正措施"),
+            p("""所有湿敏元件贴片后须在 125 °C 下烘烤 4 小时；来料检验增加湿度标定抽检；
+            受影响的产品全部召回并免费更换。"""),
+            ("h1", "四、损失"),
+            p("""召回、更换与运费合计 86 万元。"""),
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------------------
 # XLSX: a 3,000-row price list and a small discount sheet
 # ------------------------------------------------------------------------------------------
 
@@ -1198,6 +1348,9 @@ FILES: dict[str, tuple[Callable[[Path], None], datetime]] = {
         _text(BOARD_MINUTES_GBK_TXT, "gbk"),
         _utc(2025, 4, 23),
     ),
+    "quality/Incident_Report_IR-2025-031.pdf": (_pdf(_incident_wuxi), _utc(2025, 5, 20)),
+    "quality/Incident_Report_IR-2025-017.pdf": (_pdf(_incident_firmware), _utc(2025, 3, 20)),
+    "quality/质量事故报告_QA-2025-06.docx": (_docx(_incident_zh), _utc(2025, 6, 30)),
 }
 
 

@@ -66,9 +66,19 @@ def print_summary(summary: IngestSummary) -> None:
 )
 @click.option("--watch", is_flag=True, help="keep running and re-ingest on changes")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="re-chunk unchanged files too (after a change of chunking or document context)",
+)
 @click.pass_context
 def ingest(
-    ctx: click.Context, paths: tuple[Path, ...], collection: str | None, watch: bool, quiet: bool
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    collection: str | None,
+    watch: bool,
+    quiet: bool,
+    refresh: bool,
 ) -> int:
     """Ingest files and folders: new and changed files are indexed, removed ones dropped."""
     st = state(ctx)
@@ -112,7 +122,9 @@ def ingest(
                     ):
                         bar.advance(task)
 
-                ingestor = make_ingestor(settings, rt.db.pool, rt.provider, reporter=report)
+                ingestor = make_ingestor(
+                    settings, rt.db.pool, rt.provider, reporter=report, refresh=refresh
+                )
                 summary = await ingestor.run(list(paths))
             print_summary(summary)
             if watch:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
 from pgrag.ingest import attempts
+from pgrag.ingest.context import CONTEXT_TOKENS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, prepare_file
 from pgrag.ingest.walker import FoundFile
@@ -49,6 +50,7 @@ class ParseOptions:
     follow_links: bool = False
     attempts_dir: Path | None = None  # unfinished-attempt markers (attempts.py); None: off
     workers: int = 2  # per process; the first options given decide
+    context_tokens: int = CONTEXT_TOKENS  # bound of the document context (ingest/context)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class _Request:
     overlap: int
     ocr: OcrOptions
     follow_links: bool
+    context_tokens: int
 
 
 class ParseWorker:
@@ -230,6 +233,7 @@ async def _in_worker(
         overlap,
         dataclasses.replace(ocr, progress=None),
         options.follow_links,
+        options.context_tokens,
     )
     acquiring = asyncio.ensure_future(asyncio.to_thread(_acquire, options))
     try:
@@ -300,6 +304,7 @@ def _serve(rx: Connection, tx: Connection) -> None:
                 request.overlap,
                 ocr,
                 request.follow_links,
+                request.context_tokens,
             )
             reply: tuple[Any, ...] = ("ok", prepared)
         except ParseError as exc:

@@ -28,12 +28,12 @@ from pgrag import metrics
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode
+from pgrag.ingest.context import embed_text
 from pgrag.ingest.files import UnsafeFile
 from pgrag.ingest.parse_worker import ParseOptions, parse_file
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, base_fields
-from pgrag.ingest.reindex import embed_text
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
 from pgrag.ingest.walker import FoundFile, walk
@@ -85,8 +85,10 @@ class Ingestor:
         reporter: Reporter | None = None,
         ocr: OcrOptions | None = None,
         parse: ParseOptions | None = None,
+        refresh: bool = False,
     ) -> None:
         self.pool = pool
+        self.refresh = refresh  # re-read unchanged files too (new chunking, new context)
         self.parse = parse or ParseOptions()
         if ocr is None:
             from pgrag.ingest.ocr import OcrOptions
@@ -173,7 +175,7 @@ class Ingestor:
             for doc in await vector_store.waiting_documents(conn, col.id):
                 rows = await vector_store.missing_chunks(conn, col.id, col.set_id, doc.id)
                 chunks = [
-                    PendingChunk(r.id, embed_text(r.heading, r.content), r.token_count)
+                    PendingChunk(r.id, embed_text(r.heading, r.context, r.content), r.token_count)
                     for r in rows
                 ]
                 resumed.append(FileResult(doc.path, Outcome.UNCHANGED, chunks=len(chunks)))
@@ -250,7 +252,8 @@ class Ingestor:
                         continue
                     k = known.get(f.rel)
                     if (
-                        k
+                        not self.refresh
+                        and k
                         and k.content_hash == digest
                         and (
                             k.status == "ready"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
 from pgrag.ingest.chunking import chunk_unit
+from pgrag.ingest.context import CONTEXT_TOKENS, chunk_context, document_context, embed_text
 from pgrag.ingest.parsers import parse
 from pgrag.ingest.parsers.base import ParsedDocument, ParseError, Unit
 from pgrag.ingest.walker import FoundFile
@@ -38,11 +39,7 @@ class PreparedDocument:
     chunks: list[ChunkRow]
 
     def embed_texts(self) -> list[str]:
-        """What the model sees: the heading (title, section) gives the chunk its context."""
-        return [
-            f"{c.heading}\n\n{c.draft.content}" if c.heading else c.draft.content
-            for c in self.chunks
-        ]
+        return [embed_text(c.heading, c.context, c.draft.content) for c in self.chunks]
 
 
 def base_fields(found: FoundFile, content_hash: str, size: int) -> DocumentFields:
@@ -128,21 +125,30 @@ def page_paths(units: list[Unit], bookmarks: list[dict[str, Any]]) -> list[list[
     return paths
 
 
-def build_chunks(doc: ParsedDocument, title: str, target: int, overlap: int) -> list[ChunkRow]:
+def build_chunks(
+    doc: ParsedDocument,
+    title: str,
+    target: int,
+    overlap: int,
+    context_tokens: int = CONTEXT_TOKENS,
+) -> list[ChunkRow]:
     rows: list[ChunkRow] = []
     bookmarks = doc.outline.get("bookmarks") or []
     paths = page_paths(doc.units, bookmarks) if bookmarks else section_paths(doc.units)
+    lead = document_context(doc, title, context_tokens)
     for index, unit in enumerate(doc.units):
-        heading = _join(title, paths[index])
+        heading = _join(title, paths[index]) or None
         loc = _location(unit)
         for draft in chunk_unit(unit, target, overlap):
-            embed_text = f"{heading}\n\n{draft.content}" if heading else draft.content
+            context = chunk_context(lead, index, draft.char_start)
+            text = embed_text(heading, context, draft.content)
             rows.append(
                 ChunkRow(
                     unit_index=index,
                     draft=draft,
-                    heading=heading or None,
-                    content_hash=hashlib.sha256(embed_text.encode()).digest(),
+                    heading=heading,
+                    context=context,
+                    content_hash=hashlib.sha256(text.encode()).digest(),
                     **loc,  # type: ignore[arg-type]
                 )
             )
@@ -156,6 +162,7 @@ def prepare_file(
     overlap: int,
     ocr: OcrOptions | None = None,
     follow_links: bool = False,
+    context_tokens: int = CONTEXT_TOKENS,
 ) -> PreparedDocument:
     """Parse and chunk; raises ParseError for files we cannot read (OSError as UNREADABLE),
     files.UnsafeFile for links and special files."""
@@ -187,4 +194,5 @@ def prepare_file(
         "modified": fields.modified_at.isoformat(),
     }
     fields.metadata = {**doc.metadata, **fields.metadata}
-    return PreparedDocument(found, fields, doc.units, build_chunks(doc, title, target, overlap))
+    chunks = build_chunks(doc, title, target, overlap, context_tokens)
+    return PreparedDocument(found, fields, doc.units, chunks)

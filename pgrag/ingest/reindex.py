@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import ErrorCode, InvalidArgument, PgragError
+from pgrag.ingest.context import embed_text
 from pgrag.store import reindex as store
 from pgrag.store.collections import (
     Collection,
@@ -72,12 +73,6 @@ def _quiet(_: ReindexEvent) -> None:
     pass
 
 
-def embed_text(heading: str | None, content: str) -> str:
-    """The text ingestion embedded for a chunk (see PreparedDocument.embed_texts); the same
-    text hashes to the same cache key, so vectors computed at ingestion are reused."""
-    return f"{heading}\n\n{content}" if heading else content
-
-
 def index_name(set_id: int) -> str:
     """The name pgrag.ensure_embedding_index gives a set's HNSW index."""
     return f"embeddings_hnsw_{set_id}"
@@ -116,13 +111,13 @@ class _Run:
             added += await self._embed_batch(rows)
         return added
 
-    async def _missing(self, after: int) -> list[tuple[int, str | None, str]]:
+    async def _missing(self, after: int) -> list[tuple[int, str | None, str | None, str]]:
         return await store.missing_chunks(
             self.conn, self.collection_id, self.result.set_id, after, self.batch
         )
 
-    async def _embed_batch(self, rows: list[tuple[int, str | None, str]]) -> int:
-        texts = [embed_text(heading, content) for _, heading, content in rows]
+    async def _embed_batch(self, rows: list[tuple[int, str | None, str | None, str]]) -> int:
+        texts = [embed_text(heading, context, content) for _, heading, context, content in rows]
         vectors, computed = await embed_passages_cached(self.conn, self.provider, texts)
         ids = [r[0] for r in rows]
         async with self.conn.transaction():

@@ -320,6 +320,7 @@ class SearchService:
                         query_lang=query_lang,
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
+                        document_context=d.context,
                         **self.fusion.explain(spec),
                         **(page.reranked.explain(r.chunk_id, r.rank) if page.reranked else {}),
                     ),

@@ -153,6 +153,11 @@ class Explain(BaseModel):
     fused_rank: int | None = Field(None, description="rank before reranking")
     rerank_rank: int | None = Field(None, description="rank among the reranked candidates")
     rerank_score: float | None = Field(None, description="the rerank model's relevance score")
+    document_context: str | None = Field(
+        None,
+        description="the document's lead that the chunk carries to BM25 and the embedding "
+        "model besides its heading (not part of its text)",
+    )
 
 
 class SearchHit(BaseModel):

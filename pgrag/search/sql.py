@@ -105,7 +105,8 @@ SELECT c.id, c.document_id::text, d.name, d.path, d.file_type, d.title, d.author
        greatest(c.char_start - %(margin)s, 0) AS base,
        substr(u.body, greatest(c.char_start - %(margin)s, 0) + 1,
               (c.char_end - greatest(c.char_start - %(margin)s, 0)) + %(margin)s) AS window,
-       length(u.body) AS body_len, c.lang, c.collection_id, e.chunk_id IS NOT NULL AS has_vector
+       length(u.body) AS body_len, c.lang, c.collection_id, e.chunk_id IS NOT NULL AS has_vector,
+       c.context
 FROM pgrag.chunks c
 -- joined on collection_id too: on Citus, the shard a chunk, its document and unit share
 JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id

@@ -221,6 +221,10 @@ class Outcome:
     first_location: dict[str, Any] | None = None  # that result's location
     top: list[str] = field(default_factory=list)  # paths of the first three results
     id: str | None = None
+    # among the expected document's results, the position of the first at the expected
+    # location (1: location_ok); None when none of them is
+    location_rank: int | None = None
+    first_chunk_id: int | None = None  # the chunk shown first for the expected document
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -277,11 +281,14 @@ async def run_queries(
 def _score(
     q: EvalQuery, mode: SearchMode, ids: set[str], doc_lang: str, hits: list[SearchHit]
 ) -> Outcome:
-    first = next((h for h in hits if h.document_id in ids), None)
+    own = [h for h in hits if h.document_id in ids]
+    first = own[0] if own else None
     has_location = q.location is not None and not q.location.is_empty()
-    location_ok = answer_ok = None
+    location_ok = answer_ok = location_rank = None
     if has_location:
-        location_ok = first is not None and location_matches(q.location, first.location)  # type: ignore[arg-type]
+        at = [i for i, h in enumerate(own, 1) if location_matches(q.location, h.location)]  # type: ignore[arg-type]
+        location_rank = at[0] if at else None
+        location_ok = location_rank == 1
     if q.answer:
         answer_ok = first is not None and answer_in(q.answer, shown_text(first))
     return Outcome(
@@ -298,6 +305,8 @@ def _score(
         first_location=first.location.model_dump(exclude_none=True) if first else None,
         top=[h.path for h in hits[:3]],
         id=q.id,
+        location_rank=location_rank,
+        first_chunk_id=first.chunk_id if first else None,
     )
 
 
@@ -314,6 +323,7 @@ def metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     n = len(outcomes)
     ranks = [o.rank for o in outcomes]
     loc = [o.location_ok for o in outcomes if o.location_ok is not None]
+    located = [o.location_rank for o in outcomes if o.location_ok is not None]
     ans = [o.answer_ok for o in outcomes if o.answer_ok is not None]
 
     def ratio(values: Sequence[bool]) -> float | None:
@@ -326,6 +336,10 @@ def metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "mrr": round(sum(1 / r for r in ranks if r) / n, 4) if n else None,
         "location": ratio(loc),
         "location_n": len(loc),
+        # where the answer's chunk stands among its document's results (MRR over them)
+        "location_mrr": round(sum(1 / r for r in located if r) / len(located), 4)
+        if located
+        else None,
         "answer": ratio(ans),
         "answer_n": len(ans),
     }

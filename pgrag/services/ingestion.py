@@ -22,6 +22,7 @@ def make_ingestor(
     *,
     collection: str | None = None,
     reporter: Reporter | None = None,
+    refresh: bool = False,
 ) -> Ingestor:
     """An Ingestor for `collection` (default: the settings' collection). The ingestion
     modules load here, not at import: a server that never ingests does not pay for them."""
@@ -42,8 +43,10 @@ def make_ingestor(
             follow_links=settings.follow_links_inside_root,
             workers=settings.parse_workers,
             attempts_dir=settings.home / "parse-attempts",
+            context_tokens=settings.chunk_context_tokens,
         ),
         reporter=reporter,
+        refresh=refresh,
     )
 
 

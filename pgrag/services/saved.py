@@ -24,6 +24,7 @@ from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
+from pgrag.ingest.context import embed_text
 from pgrag.ingest.parsers.base import ParsedDocument
 from pgrag.services import documents as docs
 from pgrag.services.ingestion import make_ingestor
@@ -271,7 +272,7 @@ class SavedDocuments:
         s = self.settings
         path, doc_folder, name = paths_for(doc_id, title, folder)
         parsed, chunks = await asyncio.to_thread(
-            prepare, text, title, s.chunk_tokens, s.chunk_overlap
+            prepare, text, title, s.chunk_tokens, s.chunk_overlap, s.chunk_context_tokens
         )
         fields = version_fields(
             path=path,
@@ -289,10 +290,7 @@ class SavedDocuments:
         self, conn: psycopg.AsyncConnection, version: _Version, collection_id: int, set_id: int
     ) -> None:
         """Embed (cached) and replace units, chunks and embeddings; the caller's transaction."""
-        texts = [
-            f"{c.heading}\n\n{c.draft.content}" if c.heading else c.draft.content
-            for c in version.chunks
-        ]
+        texts = [embed_text(c.heading, c.context, c.draft.content) for c in version.chunks]
         vectors, _ = await embed_passages_cached(conn, self.provider, texts)
         await doc_store.write_version(
             conn,

@@ -105,11 +105,11 @@ def parse_content(content: str) -> ParsedDocument:
 
 
 def prepare(
-    content: str, title: str, chunk_tokens: int, overlap: int
+    content: str, title: str, chunk_tokens: int, overlap: int, context_tokens: int
 ) -> tuple[ParsedDocument, list[ChunkRow]]:
     """Parse and chunk as ingestion does (CPU work: run it in a thread)."""
     parsed = parse_content(content)
-    return parsed, build_chunks(parsed, title, chunk_tokens, overlap)
+    return parsed, build_chunks(parsed, title, chunk_tokens, overlap, context_tokens)
 
 
 def version_fields(

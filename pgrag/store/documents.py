@@ -90,6 +90,7 @@ class ChunkRow:
     section: str | None = None
     sheet: str | None = None
     slide: int | None = None
+    context: str | None = None  # the document's context (ingest/context), kept apart
 
 
 KNOWN_SQL = """
@@ -155,14 +156,14 @@ COPY_ROWS_SQL = "COPY pgrag.sheet_rows (collection_id, unit_id, row_number, cell
 INSERT_CHUNKS_SQL = """
 INSERT INTO pgrag.chunks (document_id, collection_id, unit_id, ordinal, heading, content,
                           content_hash, token_count, char_start, char_end, page, section,
-                          sheet, row_start, row_end, slide, lang)
+                          sheet, row_start, row_end, slide, lang, context)
 SELECT %s, %s, unit_id, ordinal, heading, content, content_hash, token_count, char_start,
-       char_end, page, section, sheet, row_start, row_end, slide, lang
+       char_end, page, section, sheet, row_start, row_end, slide, lang, context
 FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::bytea[], %s::int[], %s::int[],
             %s::int[], %s::int[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[],
-            %s::text[])
+            %s::text[], %s::text[])
      AS c(unit_id, ordinal, heading, content, content_hash, token_count, char_start, char_end,
-          page, section, sheet, row_start, row_end, slide, lang)
+          page, section, sheet, row_start, row_end, slide, lang, context)
 ORDER BY ordinal
 RETURNING id, ordinal
 """
@@ -293,6 +294,7 @@ def _chunk_params(
         [c.draft.row_end for c in chunks],
         [c.slide for c in chunks],
         langs,
+        [c.context for c in chunks],
     )
 
 

@@ -25,7 +25,7 @@ COUNT_DONE_SQL = "SELECT count(*) FROM pgrag.embeddings WHERE collection_id = %s
 
 # keyset-paged, so a chunk that cannot be written now (see INSERT_SQL) ends the pass
 MISSING_SQL = """
-SELECT c.id, c.heading, c.content FROM pgrag.chunks c
+SELECT c.id, c.heading, c.context, c.content FROM pgrag.chunks c
 WHERE c.collection_id = %(cid)s AND c.id > %(after)s
   AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e  -- collection_id: Citus's shard key
                   WHERE e.collection_id = c.collection_id AND e.set_id = %(sid)s
@@ -112,8 +112,8 @@ async def embedded_count(conn: psycopg.AsyncConnection, collection_id: int, set_
 
 async def missing_chunks(
     conn: psycopg.AsyncConnection, collection_id: int, set_id: int, after: int, limit: int
-) -> list[tuple[int, str | None, str]]:
-    """(id, heading, content) of up to `limit` chunks past id `after` without a vector in
+) -> list[tuple[int, str | None, str | None, str]]:
+    """(id, heading, context, content) of up to `limit` chunks past id `after` without a vector in
     the set."""
     params = {"cid": collection_id, "sid": set_id, "after": after, "limit": limit}
     return await (await conn.execute(MISSING_SQL, params)).fetchall()

@@ -58,6 +58,7 @@ class ChunkDetail:
     lang: str | None
     collection_id: int  # the shard a read of the whole document goes to on Citus
     has_vector: bool  # in the active embedding set; not yet while its vectors are computed
+    context: str | None  # the document context the chunk carries (ingest/context)
 
 
 # ---- pages, sheets, slides ----------------------------------------------------------------

@@ -84,7 +84,7 @@ WHERE collection_id = %s AND vectors_pending > 0 AND status = 'ready'
 ORDER BY path
 """
 MISSING_SQL = """
-SELECT c.id, c.heading, c.content, c.token_count FROM pgrag.chunks c
+SELECT c.id, c.heading, c.context, c.content, c.token_count FROM pgrag.chunks c
 WHERE c.collection_id = %(cid)s AND c.document_id = %(doc)s
   AND NOT EXISTS (SELECT 1 FROM pgrag.embeddings e
                   WHERE e.collection_id = c.collection_id AND e.set_id = %(sid)s
@@ -108,6 +108,7 @@ WHERE col.id = ANY(%s) AND es.model = %s ORDER BY col.name
 class MissingChunk:
     id: int
     heading: str | None
+    context: str | None
     content: str
     token_count: int
 

@@ -38,7 +38,8 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
     semantic_note   text,     -- 'no vector' while the chunk's vector is still being computed
     fused_rank      int,      -- rank before reranking (= rank when nothing was reranked)
     rerank_rank     int,
-    rerank_score    float8
+    rerank_score    float8,
+    document_context text     -- the document's lead the chunk carries besides its heading
 )
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
@@ -95,7 +96,7 @@ LANGUAGE sql STABLE AS $$
            h.lexical_share, h.lexical_norm, h.semantic_norm,
            p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity,
            CASE WHEN e.chunk_id IS NULL THEN 'no vector' END,
-           h.pos, h.rerank_rank, h.rerank_score
+           h.pos, h.rerank_rank, h.rerank_score, c.context
     FROM p
     CROSS JOIN placed h
     JOIN pgrag.chunks c ON c.id = h.chunk_id
