@@ -27,6 +27,7 @@ from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
+from pgrag.search.parts import logged_parts
 from pgrag.search.ranking import FusionParams, RankInput, load_fusion, rank
 from pgrag.settings import Settings
 from pgrag.store.pages import extracted_text
@@ -189,7 +190,16 @@ class SearchService:
         # the log is an operator table: written outside the caller's scoped transaction
         async with self.pool.connection() as conn:
             search_id = await self._log(
-                conn, req, mode, params, embedding, degraded, hits, timings, caller
+                conn,
+                req,
+                mode,
+                params,
+                embedding,
+                degraded,
+                hits,
+                timings,
+                caller,
+                logged_parts(rows, hits),
             )
         data = SearchData(
             results=hits,
@@ -339,6 +349,7 @@ class SearchService:
         hits: list[SearchHit],
         timings: dict[str, float],
         caller: str | None,
+        parts: list[dict[str, Any]] | None,
     ) -> int | None:
         if not self.log_searches:
             return None
@@ -362,6 +373,7 @@ class SearchService:
                     Jsonb(results),
                     Jsonb(timings),
                     caller,
+                    None if parts is None else Jsonb(parts),
                 ),
             )
             return int(logged_id)

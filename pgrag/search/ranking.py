@@ -103,7 +103,10 @@ async def rank(
             conn, sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL, params
         )
     params.update(_hybrid_params(f, q))
-    query = sql.DOCUMENTS_SQL if q.req.scope == "documents" else sql.HYBRID_SQL
+    if q.req.scope == "documents":
+        query = sql.DOCUMENTS_SQL
+    else:
+        query = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
     return params, await _ranked(conn, query, params)
 
 

@@ -1,15 +1,31 @@
 """The SQL the search service runs; the ranking itself lives in sql/functions/."""
 
-HYBRID_SQL = """
-SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
-       fused_score, total_candidates, NULL::int AS regex_matches, NULL::bigint[] AS chunk_ids
-FROM pgrag.hybrid_search(
+_HYBRID_ARGS = """
     %(query)s, %(embedding)s, %(match_count)s, %(collection_ids)s, %(filters)s, %(rrf_k)s,
     %(lexical_weight)s, %(semantic_weight)s, %(pool_size)s, %(min_similarity)s,
     %(embedding_model)s, %(match_offset)s, %(fusion)s, %(coverage_gain)s,
     %(max_lexical_share)s, %(query_lang)s, %(proximity_weight)s, bm25_k1 => %(bm25_k1)s,
     bm25_b => %(bm25_b)s, candidate_budget => %(candidate_budget)s,
-    rescore_size => %(rescore_size)s)
+    rescore_size => %(rescore_size)s"""
+
+HYBRID_SQL = f"""
+SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
+       fused_score, total_candidates, NULL::int AS regex_matches, NULL::bigint[] AS chunk_ids
+FROM pgrag.hybrid_search({_HYBRID_ARGS})
+"""
+
+# an explained search: the same ranking with each fused score's two terms (RankedRow's
+# trailing fields), logged with the search so that its chart needs no replay
+HYBRID_PARTS_SQL = f"""
+SELECT d.rank, d.chunk_id, d.document_id, d.lexical_rank, d.lexical_score, d.semantic_rank,
+       d.semantic_score, d.fused_score, d.total_candidates, NULL::int, NULL::bigint[],
+       d.fusion_used, p.lexical_part, p.semantic_part, d.lexical_share, d.semantic_cosine,
+       d.centred
+FROM pgrag.hybrid_search_detail({_HYBRID_ARGS}) d
+CROSS JOIN LATERAL pgrag.fused_parts(
+    d.fusion_used, %(lexical_weight)s::float8, %(semantic_weight)s::float8, %(rrf_k)s::int,
+    d.lexical_share, d.lexical_norm, d.semantic_norm, d.lexical_rank, d.semantic_rank) p
+ORDER BY d.rank
 """
 
 DOCUMENTS_SQL = """
@@ -111,7 +127,7 @@ SECRET_SQL = "SELECT secret FROM pgrag.server_secret"
 
 LOG_SQL = """
 INSERT INTO pgrag.search_log (query, mode, scope, params, query_embedding, model, degraded,
-                              results, timings, caller)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              results, timings, caller, score_parts)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id
 """

@@ -28,6 +28,13 @@ class RankedRow:
     total: int  # total_candidates, or total_documents for scope=documents
     regex_matches: int | None
     chunk_ids: list[int] | None  # scope=documents: the document's best chunks
+    # an explained hybrid-family chunk search (HYBRID_PARTS_SQL): its fused score's terms
+    fusion: str | None = None
+    lexical_part: float | None = None
+    semantic_part: float | None = None
+    lexical_share: float | None = None
+    semantic_cosine: float | None = None
+    centred: bool | None = None
 
 
 @dataclass(frozen=True)

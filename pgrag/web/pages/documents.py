@@ -1,5 +1,6 @@
 """Documents: browse by collection, folder, status and type; one page per document with
-its metadata, outline, text by unit, chunks and failure; deletion where writes are on."""
+its metadata, outline, text by unit, chunks and failure; deletion and re-ingestion where
+writes are on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pgrag.db.scope import scoped_connection
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.services.reingest import reingest
 from pgrag.store.catalog import DocumentSort
 from pgrag.web.core import View, html_errors, view_of
 
@@ -69,7 +71,11 @@ async def documents_page(
 @html_errors
 async def document_page(view: Page, document_id: str) -> Response:
     doc = await document_view(view.context.pool, document_id, view.scope)
-    return view.page("document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS)
+    # after "Re-ingest": the page follows the document's status to ready (static/upload.js)
+    following = view.request.query_params.get("reingest") == "1"
+    return view.page(
+        "document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS, following=following
+    )
 
 
 @router.post("/console/documents/{document_id}/delete")
@@ -81,3 +87,14 @@ async def delete(
     require_remote_writes(view.console.settings)
     await docs.delete_document(view.context.pool, caller.scope, document_id)
     return RedirectResponse("/console/documents?deleted=1", status_code=303)
+
+
+@router.post("/console/documents/{document_id}/reingest")
+@html_errors
+async def reingest_document(
+    view: Page, document_id: str, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Response:
+    caller = view.posted(csrf)
+    require_remote_writes(view.console.settings)
+    doc_id = await reingest(view.context, caller.scope, document_id)
+    return RedirectResponse(f"/console/documents/{doc_id}?reingest=1", status_code=303)
