@@ -32,6 +32,7 @@ async def documents_page(
     file_type: Annotated[str | None, Query(max_length=20)] = None,
     status: Literal["", "pending", "processing", "ready", "failed"] = "",
     ocr: Literal["", "yes", "no"] = "",
+    language: Annotated[str, Query(max_length=20)] = "",
     sort: DocumentSort = DocumentSort.PATH,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> Response:
@@ -49,17 +50,20 @@ async def documents_page(
             limit=PAGE_SIZE + 1,
             sort=sort,
             ocr={"yes": True, "no": False}.get(ocr),
+            language=language or None,
         )
+        languages = await docs.document_languages(conn, [r["document_id"] for r in rows])
         folders = await docs.list_folders(conn, listed)
     form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
     return view.page(
         "documents.html",
         nav="documents",
         rows=rows[:PAGE_SIZE],
+        languages=languages,
         more=len(rows) > PAGE_SIZE,
         offset=offset,
         page_size=PAGE_SIZE,
-        form={**form, "status": status, "ocr": ocr, "sort": sort.value},
+        form={**form, "status": status, "ocr": ocr, "language": language, "sort": sort.value},
         statuses=STATUSES,
         sorts=[s.value for s in DocumentSort],
         folders=folders,
