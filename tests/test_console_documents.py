@@ -13,10 +13,11 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.conftest import pgrag_cmd
-from tests.support.browser import chromium, tab
+from tests.support.browser import tab
 from tests.support.kb_server import HASH_MODEL, HttpServer, child_env, writable_http_server
 from tests.test_ocr import EN, FONT, NO_FONT, mixed_pdf, render
 
+pytest_plugins = ("tests.support.console",)
 pytestmark = [pytest.mark.requires("chromium"), pytest.mark.requires("tesseract")]
 
 NOTES = {
@@ -26,12 +27,6 @@ NOTES = {
     "both.md": "# Shipping\n\nThe heron project ships from dock 7 next spring.\n\n"
     "# 发货\n\n苍鹭项目明年春天从七号码头发货，货物包括钢制支架。\n",
 }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -3,17 +3,16 @@ the same terms as replaying the search with pgrag.explain_parts, in every explai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Browser
 
-from tests.support.browser import chromium, tab
+from tests.support.browser import tab
 from tests.support.kb_server import FULL_KEY, HttpServer, KnowledgeBase
 from tests.test_console import QUERY, sign_in
 
-pytest_plugins = ("tests.support.kb_server",)
+pytest_plugins = ("tests.support.kb_server", "tests.support.console")
 pytestmark = pytest.mark.requires("chromium")
 
 PARTS_SQL = (
@@ -22,15 +21,9 @@ PARTS_SQL = (
 )
 
 
-def floats(row: tuple[object, ...]) -> list[float]:
-    """The row's figures (parts, fused score, share, cosine), NaN for none."""
-    return [float(v) if isinstance(v, int | float) else float("nan") for v in row[3:8]]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
+def floats(rows: list[tuple[object, ...]]) -> list[float]:
+    """The rows' figures (parts, fused score, share, cosine) in a row, NaN for none."""
+    return [float(v) if isinstance(v, int | float) else float("nan") for r in rows for v in r[3:8]]
 
 
 def test_the_chart_draws_the_logged_parts_which_equal_the_replay(
@@ -59,7 +52,7 @@ def test_the_chart_draws_the_logged_parts_which_equal_the_replay(
             kb.sql("UPDATE pgrag.search_log SET score_parts = NULL WHERE id = %s", (search_id,))
             replayed = kb.sql(PARTS_SQL, (search_id,))
             assert [r[:3] + r[8:] for r in replayed] == [r[:3] + r[8:] for r in stored], mode
-            assert [floats(r) for r in replayed] == pytest.approx(
-                [floats(r) for r in stored], rel=1e-9, abs=1e-12, nan_ok=True
+            assert floats(replayed) == pytest.approx(
+                floats(stored), rel=1e-9, abs=1e-12, nan_ok=True
             ), mode
         assert t.errors == []

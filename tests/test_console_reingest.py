@@ -6,7 +6,6 @@ a read-only server."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -14,37 +13,22 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import pgrag_cmd
-from tests.support.browser import chromium, tab
+from tests.support.browser import tab
 from tests.support.kb_server import (
     FULL_KEY,
     HASH_MODEL,
     HttpServer,
     KnowledgeBase,
     child_env,
-    writable_http_server,
 )
 from tests.test_console import BUDGET, csrf_of, sign_in
 
-pytest_plugins = ("tests.support.kb_server",)
+pytest_plugins = ("tests.support.kb_server", "tests.support.console")
 pytestmark = pytest.mark.requires("chromium")
 
 PATH = "plans/heron.md"
 FIRST = "# Heron\n\nThe heron project ships from dock 7.\n"
 SECOND = "# Heron\n\nThe heron project moved to dock 12 (osprey crane).\n"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def writable(
-    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HttpServer]:
-    with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
-        yield server
 
 
 def ingested_at(dsn: str) -> object:

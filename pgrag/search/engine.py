@@ -189,17 +189,9 @@ class SearchService:
             timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
         # the log is an operator table: written outside the caller's scoped transaction
         async with self.pool.connection() as conn:
+            parts = logged_parts(rows, hits)
             search_id = await self._log(
-                conn,
-                req,
-                mode,
-                params,
-                embedding,
-                degraded,
-                hits,
-                timings,
-                caller,
-                logged_parts(rows, hits),
+                conn, req, mode, params, embedding, degraded, hits, timings, caller, parts
             )
         data = SearchData(
             results=hits,

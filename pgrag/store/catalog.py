@@ -132,9 +132,7 @@ async def documents(
         return await cur.fetchall()
 
 
-async def document_languages(
-    conn: psycopg.AsyncConnection, doc_ids: list[str]
-) -> dict[str, str]:
+async def document_languages(conn: psycopg.AsyncConnection, doc_ids: list[str]) -> dict[str, str]:
     """The language of each of these documents that has one."""
     rows = await (await conn.execute(LANGUAGES_SQL, (doc_ids,))).fetchall()
     return {r[0]: r[1] for r in rows}
