@@ -5,33 +5,19 @@ one with a key, whose sign-in leaves the key in no URL and no log line."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.support.browser import chromium, tab
+from tests.support.browser import tab
 from tests.support.databases import create_database, drop_database
-from tests.support.kb_server import HASH_MODEL, HttpServer, http_server, writable_http_server
+from tests.support.kb_server import HASH_MODEL, HttpServer, http_server
 
+pytest_plugins = ("tests.support.console",)
 pytestmark = pytest.mark.requires("chromium")
 
 NOTE = "Console upload probe: the heron project ships from dock 7 on 2026-03-01.\n"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def writable(
-    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HttpServer]:
-    with writable_http_server(server_dsn, tmp_path_factory.mktemp("pgrag-home")) as server:
-        yield server
 
 
 def test_upload_to_ready_then_delete(

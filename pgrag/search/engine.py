@@ -29,6 +29,7 @@ from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract
 from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.modes import ModeSpec, Ranker
 from pgrag.search.options import FusionParams, load_fusion
+from pgrag.search.parts import logged_parts
 from pgrag.search.ranking import RankInput
 from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
 from pgrag.settings import Settings
@@ -193,8 +194,9 @@ class SearchService:
             timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
         # the log is an operator table: written outside the caller's scoped transaction
         async with self.pool.connection() as conn:
+            parts = logged_parts(rows, hits)
             search_id = await self._log(
-                conn, req, params, embedding, degraded, hits, timings, caller, reranked
+                conn, req, params, embedding, degraded, hits, timings, caller, reranked, parts
             )
         data = SearchData(
             results=hits,
@@ -344,6 +346,7 @@ class SearchService:
         timings: dict[str, float],
         caller: str | None,
         reranked: RerankReport | None,
+        parts: list[dict[str, Any]] | None,
     ) -> int | None:
         if not self.log_searches:
             return None
@@ -368,6 +371,7 @@ class SearchService:
                     Jsonb(timings),
                     caller,
                     *(reranked.log_columns() if reranked else (None, None, None, None)),
+                    None if parts is None else Jsonb(parts),
                 ),
             )
             return int(logged_id)

@@ -59,7 +59,8 @@ async def rank(
             conn, sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL, params
         )
     params.update(_fused_args(f, q))
-    query = sql.DOCUMENTS_SQL if documents else sql.HYBRID_SQL
+    chunks = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
+    query = sql.DOCUMENTS_SQL if documents else chunks
     return params, await _ranked(conn, query, params)
 
 

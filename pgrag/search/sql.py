@@ -39,6 +39,26 @@ FROM pgrag.hybrid_search({args})
 """
 ).format(args=_named(REQUEST_ARGS + CHUNK_OPTION_NAMES))
 
+# an explained search: the same ranking with each fused score's two terms (RankedRow's
+# trailing fields), logged with the search so that its chart needs no replay
+HYBRID_PARTS_SQL = sql.SQL(
+    """
+SELECT d.rank, d.chunk_id, d.document_id, d.lexical_rank, d.lexical_score, d.semantic_rank,
+       d.semantic_score, d.fused_score, d.total_candidates AS total, d.fusion_used AS fusion,
+       p.lexical_part, p.semantic_part, d.lexical_share, d.semantic_cosine, d.centred
+FROM pgrag.hybrid_search_detail({args}) d
+CROSS JOIN LATERAL pgrag.fused_parts(
+    d.fusion_used, {lexical_weight}::float8, {semantic_weight}::float8, {rrf_k}::int,
+    d.lexical_share, d.lexical_norm, d.semantic_norm, d.lexical_rank, d.semantic_rank) p
+ORDER BY d.rank
+"""
+).format(
+    args=_named(REQUEST_ARGS + CHUNK_OPTION_NAMES),
+    lexical_weight=sql.Placeholder("lexical_weight"),
+    semantic_weight=sql.Placeholder("semantic_weight"),
+    rrf_k=sql.Placeholder("rrf_k"),
+)
+
 DOCUMENTS_SQL = sql.SQL(
     """
 SELECT rank, best_chunk_id AS chunk_id, document_id, lexical_rank, lexical_score,
@@ -144,8 +164,8 @@ SECRET_SQL = "SELECT secret FROM pgrag.server_secret"
 LOG_SQL = """
 INSERT INTO pgrag.search_log (query, mode, scope, params, query_embedding, model, degraded,
                               results, timings, caller, rerank_model, rerank_outcome, rerank,
-                              rerank_cost)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              rerank_cost, score_parts)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id
 """
 

@@ -89,6 +89,7 @@ async def list_documents(
     limit: int,
     sort: DocumentSort = DocumentSort.PATH,
     ocr: bool | None = None,
+    language: str | None = None,
 ) -> list[dict[str, Any]]:
     folder = folder.strip("/") if folder and folder.strip("/") else None
     return await catalog.documents(
@@ -101,7 +102,13 @@ async def list_documents(
         limit=limit,
         sort=sort,
         ocr=ocr,
+        language=language.strip().lower() if language else None,
     )
+
+
+async def document_languages(conn: psycopg.AsyncConnection, doc_ids: list[str]) -> dict[str, str]:
+    """Each document's language from its chunks' (a code, or 'mixed'); absent: none known."""
+    return await catalog.document_languages(conn, doc_ids)
 
 
 async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:

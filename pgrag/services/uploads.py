@@ -55,7 +55,7 @@ async def accept_upload(
     root = settings.home / "uploads" / hashlib.sha256(col.encode()).hexdigest()[:16]
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     _write_private(root / name, data)
-    asyncio.get_running_loop().create_task(_ingest(context, root, name, col))
+    start_ingestion(context, root, name, col)
     return AcceptedUpload(path=name, collection=col)
 
 
@@ -88,8 +88,13 @@ def _checked_name(file_name: str | None) -> str:
     return unicodedata.normalize("NFC", name)
 
 
+def start_ingestion(context: AppContext, root: Path, name: str, collection: str) -> None:
+    """Ingest file `name` (a path inside `root`) in the background; its outcome is the
+    document's status."""
+    asyncio.get_running_loop().create_task(_ingest(context, root, name, collection))
+
+
 async def _ingest(context: AppContext, root: Path, name: str, collection: str) -> None:
-    """The background ingestion of one upload; its outcome is the document's status."""
     from pgrag.ingest.walker import FoundFile
 
     try:

@@ -59,9 +59,14 @@ WHERE (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
   AND (%(file_type)s::text IS NULL OR d.file_type = %(file_type)s)
   AND (%(status)s::text IS NULL OR d.status = %(status)s)
   AND (%(ocr)s::boolean IS NULL OR (d.metadata ? 'ocr') = %(ocr)s)
+  AND (%(language)s::text IS NULL OR d.id IN (
+       SELECT l.document_id FROM pgrag.document_languages() l WHERE l.language = %(language)s))
 ORDER BY {order}
 OFFSET %(offset)s LIMIT %(limit)s
 """
+
+# each listed document's language (sql/functions/58_document_languages.sql)
+LANGUAGES_SQL = "SELECT document_id::text, language FROM pgrag.document_languages(%s::uuid[])"
 
 
 class DocumentSort(StrEnum):
@@ -80,11 +85,16 @@ ORDER_BY = {
 }
 
 
+# ocr_confidence: of the page the chunk was cut from, when OCR read it (the engines report a
+# confidence per page: image.page_meta)
 CHUNKS_SQL = """
-SELECT id AS chunk_id, ordinal, content, token_count, page, section, sheet, row_start, row_end,
-       slide, char_start, char_end, heading, lang
-FROM pgrag.chunks WHERE document_id = %(doc)s::uuid AND ordinal > %(after)s
-ORDER BY ordinal LIMIT %(limit)s
+SELECT c.id AS chunk_id, c.ordinal, c.content, c.token_count, c.page, c.section, c.sheet,
+       c.row_start, c.row_end, c.slide, c.char_start, c.char_end, c.heading, c.lang,
+       (u.meta ->> 'ocr_confidence')::float8 AS ocr_confidence
+FROM pgrag.chunks c
+LEFT JOIN pgrag.units u ON u.id = c.unit_id AND u.collection_id = c.collection_id
+WHERE c.document_id = %(doc)s::uuid AND c.ordinal > %(after)s
+ORDER BY c.ordinal LIMIT %(limit)s
 """
 
 
@@ -128,9 +138,11 @@ async def documents(
     limit: int,
     sort: DocumentSort = DocumentSort.PATH,
     ocr: bool | None = None,
+    language: str | None = None,
 ) -> list[dict[str, Any]]:
     """Documents by path (or `sort`); `folder` matches the folder and everything under it;
-    `ocr`: only documents read (True) or not read (False) by OCR."""
+    `ocr`: only documents read (True) or not read (False) by OCR; `language`: only those
+    of this language (pgrag.document_languages: a code, or 'mixed')."""
     query = sql.SQL(LIST_SQL).format(order=sql.SQL(ORDER_BY[sort]))
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
@@ -141,11 +153,18 @@ async def documents(
                 "status": status,
                 "file_type": file_type,
                 "ocr": ocr,
+                "language": language,
                 "offset": offset,
                 "limit": limit,
             },
         )
         return await cur.fetchall()
+
+
+async def document_languages(conn: psycopg.AsyncConnection, doc_ids: list[str]) -> dict[str, str]:
+    """The language of each of these documents that has one."""
+    rows = await (await conn.execute(LANGUAGES_SQL, (doc_ids,))).fetchall()
+    return {r[0]: r[1] for r in rows}
 
 
 async def chunks(

@@ -27,6 +27,13 @@ class RankedRow:
     fused_score: float | None = None
     regex_matches: int | None = None
     chunk_ids: list[int] | None = None  # scope=documents: the document's best chunks
+    # an explained hybrid-family chunk search (HYBRID_PARTS_SQL): its fused score's terms
+    fusion: str | None = None
+    lexical_part: float | None = None
+    semantic_part: float | None = None
+    lexical_share: float | None = None
+    semantic_cosine: float | None = None
+    centred: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,39 @@
--- How each result's fused score is made up (the console's chart): explain_search's rows with
--- the two terms of the fusion formula that add up to fused_score, so that no caller has to
--- repeat the formula. adaptive: lexical_weight * share * lexical_norm and
+-- How each result's fused score is made up (the console's chart): the two terms of the
+-- fusion formula that add up to fused_score, so that no caller has to repeat the formula.
+-- adaptive: lexical_weight * share * lexical_norm and
 -- semantic_weight * (1 - share) * semantic_norm; rrf: weight / (rrf_k + rank) per leg.
+-- NULL weights and rrf_k: pgrag.fusion_defaults().
+CREATE OR REPLACE FUNCTION pgrag.fused_parts(
+    fusion          text,
+    lexical_weight  float8,
+    semantic_weight float8,
+    rrf_k           int,
+    lexical_share   float8,
+    lexical_norm    float8,
+    semantic_norm   float8,
+    lexical_rank    int,
+    semantic_rank   int,
+    OUT lexical_part  float8,
+    OUT semantic_part float8
+)
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN fused_parts.fusion = 'rrf'
+                THEN coalesce(coalesce(fused_parts.lexical_weight, d.lexical_weight)
+                              / (coalesce(fused_parts.rrf_k, d.rrf_k) + fused_parts.lexical_rank),
+                              0)
+                ELSE coalesce(fused_parts.lexical_weight, d.lexical_weight)
+                     * fused_parts.lexical_share * coalesce(fused_parts.lexical_norm, 0) END,
+           CASE WHEN fused_parts.fusion = 'rrf'
+                THEN coalesce(coalesce(fused_parts.semantic_weight, d.semantic_weight)
+                              / (coalesce(fused_parts.rrf_k, d.rrf_k) + fused_parts.semantic_rank),
+                              0)
+                ELSE coalesce(fused_parts.semantic_weight, d.semantic_weight)
+                     * (1 - fused_parts.lexical_share) * coalesce(fused_parts.semantic_norm, 0) END
+    FROM pgrag.fusion_defaults() d
+$$;
+
+-- A logged search's results with their score parts: those the search logged (explained
+-- searches, search_log.score_parts), else the search replayed (pgrag.explain_search).
 --   SELECT * FROM pgrag.explain_parts((SELECT max(id) FROM pgrag.search_log));
 CREATE OR REPLACE FUNCTION pgrag.explain_parts(log_id bigint) RETURNS TABLE (
     rank            int,
@@ -16,21 +48,29 @@ CREATE OR REPLACE FUNCTION pgrag.explain_parts(log_id bigint) RETURNS TABLE (
     query_lang      text,
     chunk_lang      text
 )
-LANGUAGE sql STABLE AS $$
-    SELECT e.rank, e.chunk_id, e.fusion,
-           CASE WHEN e.fusion = 'rrf'
-                THEN coalesce(coalesce(e.lexical_weight, d.lexical_weight)
-                              / (coalesce(e.rrf_k, d.rrf_k) + e.lexical_rank), 0)
-                ELSE coalesce(e.lexical_weight, d.lexical_weight) * e.lexical_share
-                     * coalesce(e.lexical_norm, 0) END,
-           CASE WHEN e.fusion = 'rrf'
-                THEN coalesce(coalesce(e.semantic_weight, d.semantic_weight)
-                              / (coalesce(e.rrf_k, d.rrf_k) + e.semantic_rank), 0)
-                ELSE coalesce(e.semantic_weight, d.semantic_weight) * (1 - e.lexical_share)
-                     * coalesce(e.semantic_norm, 0) END,
-           e.fused_score, e.lexical_share, e.semantic_cosine, e.centred, e.query_lang,
-           e.chunk_lang
-    FROM pgrag.explain_search(log_id) e
-    CROSS JOIN pgrag.fusion_defaults() d
-    ORDER BY e.rank
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT s.rank, s.chunk_id, s.fusion, s.lexical_part, s.semantic_part, s.fused_score,
+           s.lexical_share, s.semantic_cosine, s.centred, l.params ->> 'query_lang', s.chunk_lang
+    FROM pgrag.search_log l
+    CROSS JOIN jsonb_to_recordset(l.score_parts) AS s(
+        rank int, chunk_id bigint, fusion text, lexical_part float8, semantic_part float8,
+        fused_score float8, lexical_share float8, semantic_cosine float8, centred boolean,
+        chunk_lang text)
+    WHERE l.id = log_id
+    ORDER BY s.rank;
+    IF NOT FOUND THEN
+        RETURN QUERY
+        SELECT e.rank, e.chunk_id, e.fusion, p.lexical_part, p.semantic_part, e.fused_score,
+               e.lexical_share, e.semantic_cosine, e.centred, e.query_lang, e.chunk_lang
+        FROM pgrag.explain_search(log_id) e
+        CROSS JOIN LATERAL pgrag.fused_parts(e.fusion, e.lexical_weight, e.semantic_weight,
+                                             e.rrf_k, e.lexical_share, e.lexical_norm,
+                                             e.semantic_norm, e.lexical_rank,
+                                             e.semantic_rank) p
+        ORDER BY e.rank;
+    END IF;
+END
 $$;

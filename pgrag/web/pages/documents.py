@@ -1,5 +1,6 @@
 """Documents: browse by collection, folder, status and type; one page per document with
-its metadata, outline, text by unit, chunks and failure; deletion where writes are on."""
+its metadata, outline, text by unit, chunks and failure; deletion and re-ingestion where
+writes are on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pgrag.db.scope import scoped_connection
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.services.reingest import reingest
 from pgrag.store.catalog import DocumentSort
 from pgrag.web.core import View, html_errors, view_of
 
@@ -30,6 +32,7 @@ async def documents_page(
     file_type: Annotated[str | None, Query(max_length=20)] = None,
     status: Literal["", "pending", "processing", "ready", "failed"] = "",
     ocr: Literal["", "yes", "no"] = "",
+    language: Annotated[str, Query(max_length=20)] = "",
     sort: DocumentSort = DocumentSort.PATH,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> Response:
@@ -47,17 +50,20 @@ async def documents_page(
             limit=PAGE_SIZE + 1,
             sort=sort,
             ocr={"yes": True, "no": False}.get(ocr),
+            language=language or None,
         )
+        languages = await docs.document_languages(conn, [r["document_id"] for r in rows])
         folders = await docs.list_folders(conn, listed)
     form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
     return view.page(
         "documents.html",
         nav="documents",
         rows=rows[:PAGE_SIZE],
+        languages=languages,
         more=len(rows) > PAGE_SIZE,
         offset=offset,
         page_size=PAGE_SIZE,
-        form={**form, "status": status, "ocr": ocr, "sort": sort.value},
+        form={**form, "status": status, "ocr": ocr, "language": language, "sort": sort.value},
         statuses=STATUSES,
         sorts=[s.value for s in DocumentSort],
         folders=folders,
@@ -69,7 +75,11 @@ async def documents_page(
 @html_errors
 async def document_page(view: Page, document_id: str) -> Response:
     doc = await document_view(view.context.pool, document_id, view.scope)
-    return view.page("document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS)
+    # after "Re-ingest": the page follows the document's status to ready (static/upload.js)
+    following = view.request.query_params.get("reingest") == "1"
+    return view.page(
+        "document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS, following=following
+    )
 
 
 @router.post("/console/documents/{document_id}/delete")
@@ -81,3 +91,14 @@ async def delete(
     require_remote_writes(view.console.settings)
     await docs.delete_document(view.context.pool, caller.scope, document_id)
     return RedirectResponse("/console/documents?deleted=1", status_code=303)
+
+
+@router.post("/console/documents/{document_id}/reingest")
+@html_errors
+async def reingest_document(
+    view: Page, document_id: str, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Response:
+    caller = view.posted(csrf)
+    require_remote_writes(view.console.settings)
+    doc_id = await reingest(view.context, caller.scope, document_id)
+    return RedirectResponse(f"/console/documents/{doc_id}?reingest=1", status_code=303)
