@@ -42,6 +42,15 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile_client import (
+    HostileStats,
+    PhaseClock,
+    hostile_phases,
+    ingest_corpus,
+    phase_report,
+    print_phase_report,
+    write_corpus,
+)
 from load import free_port
 from support import RESULTS, drop_database, fresh_database, load_corpus, load_set, server
 
@@ -104,12 +113,15 @@ class Stats:
     files_deleted: int = 0
     server_exited: bool = False
     error_samples: list[str] = field(default_factory=list)
+    phase: str = "normal"  # with --hostile-phase: the phase a search finished in
+    phase_latencies: dict[str, list[float]] = field(default_factory=dict)
 
     def search(self, seconds: float | None, error: str | None) -> None:
         """One search (`seconds` None: the session failed before a call was timed)."""
         self.searches += 1
         if seconds is not None:
             self.window.latencies.append(seconds)
+            self.phase_latencies.setdefault(self.phase, []).append(seconds)
         if error:
             self.search_errors += 1
             self.window.search_errors += 1
@@ -552,6 +564,9 @@ async def soak(
     windows = max(1, round(duration / interval))
     writer = Writer(folder, dsn, texts, args.writer_files, args.writer_churn)
 
+    if args.hostile_phase:
+        write_corpus(folder.parent / "hostile")
+        await ingest_corpus(dsn, folder.parent / "hostile")
     async with await psycopg.AsyncConnection.connect(
         dsn, autocommit=True, application_name="pgrag-soak-monitor"
     ) as conn:
@@ -582,6 +597,13 @@ async def soak(
             for c in range(args.clients)
         ]
         tasks.append(asyncio.create_task(writer_loop(writer, conn, stats, stop, args.writer_pause)))
+        hostile, clock = HostileStats(), PhaseClock()
+        if args.hostile_phase:
+            tasks.append(
+                asyncio.create_task(
+                    hostile_phases(url, stats, hostile, proc, clock, args.hostile_phase, stop)
+                )
+            )
         try:
             rows = await sampler(proc, conn, stats, stop, t0, interval, windows)
         finally:
@@ -593,7 +615,14 @@ async def soak(
         final_conns = await connections(conn)
         tables_after = await table_mb(conn)
     summary = summarise(rows, stats, args.baseline_window)
+    extra: dict[str, Any] = {}
+    if args.hostile_phase:
+        extra["hostile"] = {
+            **phase_report(stats.phase_latencies, clock),
+            "client": hostile.summary(),
+        }
     return {
+        **extra,
         "interval_s": round(interval, 1),
         "windows": rows,
         "summary": summary,
@@ -628,8 +657,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dsn", default=None, help="admin DSN of a server (default: embedded in a temp dir)"
     )
+    ap.add_argument(
+        "--hostile-phase",
+        type=float,
+        default=0.0,
+        help="seconds per phase: normal clients alone, with the hostile client, alone again "
+        "(replaces --minutes and --interval; two windows per phase)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     args = ap.parse_args(argv)
+    if args.hostile_phase:
+        args.minutes = 3 * args.hostile_phase / 60
+        args.interval = args.hostile_phase / 2
 
     data = load_set("scifact", "test")
     queries = list(data.queries.values())
@@ -640,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "clients": args.clients,
         "mode": args.mode,
+        "hostile_phase_s": args.hostile_phase,
         "writer": {
             "collection": WRITE_COLLECTION,
             "model": WRITE_MODEL,
@@ -680,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     results["load_avg_after"] = list(os.getloadavg())
     print_summary(results["summary"])
+    if "hostile" in results:
+        print_phase_report(results["hostile"], results["hostile"]["client"])
     problems = results.get("server_log_problems", {"lines": 0})
     if problems["lines"]:
         print(f"server log: {problems['lines']} warning/error lines, see {args.out}", flush=True)

@@ -18,10 +18,14 @@ from pgrag.services import documents as docs
 from pgrag.services.ranges import parse_number_list
 from pgrag.store import pages as store
 from pgrag.store.rows import UnitRow
+from pgrag.tokens import count_tokens_many
 
 PAGED_BY_SECTION = ("docx", "doc", "odt", "rtf")  # pages cut from sections at page starts
 SHEET_ROWS_PER_READ = 2000  # a page of rows never needs more (the token budget cuts first)
 HEADER_ROW = 1
+TEXT_PIECE_CHARS = 4000  # at most ~16k tokens, whatever the script: one piece fits a page
+BREAK_SPAN = 200  # characters searched back from a piece's end for a line or word break
+CELL_OVERHEAD_TOKENS = 2  # a cell's quotes and separator in the JSON an agent reads
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,44 @@ async def section_texts(
                 detail={"field": "section"},
             )
     return [u.body for u in units]
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """Part of a unit's text: a page of text is a run of pieces, so a unit larger than
+    any budget (a whole sheet's text, a markdown file without headings) still pages."""
+
+    text: str
+    joiner: str  # what goes before it: nothing inside a unit, a blank line between units
+
+
+def text_pieces(texts: list[str], size: int = TEXT_PIECE_CHARS) -> list[TextPiece]:
+    pieces: list[TextPiece] = []
+    for i, text in enumerate(texts):
+        for k, piece in enumerate(_split(text, size)):
+            pieces.append(TextPiece(piece, "" if k else "\n\n" if i else ""))
+    return pieces
+
+
+def join_pieces(pieces: list[TextPiece]) -> str:
+    """The text of a run of pieces (a page starts without its first joiner)."""
+    return "".join((p.joiner if i else "") + p.text for i, p in enumerate(pieces))
+
+
+def _split(text: str, size: int) -> list[str]:
+    """`text` in pieces of at most `size` characters, ending at a line or word break when
+    one is near."""
+    out: list[str] = []
+    start = 0
+    while True:
+        end = start + size
+        if end >= len(text):
+            out.append(text[start:])
+            return out
+        brk = max(text.rfind("\n", end - BREAK_SPAN, end), text.rfind(" ", end - BREAK_SPAN, end))
+        end = brk + 1 if brk > start else end
+        out.append(text[start:end])
+        start = end
 
 
 async def read_pages(
@@ -171,6 +213,22 @@ async def read_sheet(
         columns=columns,
         available_sheets=names,
     )
+
+
+def column_window(header: list[str], first_row: list[str], start: int, budget: int) -> int:
+    """How many columns from `start` (0-based) a page of a wide sheet shows: as many as
+    `budget` tokens of their header and first-row cells hold, at least one."""
+    end = max(len(header), len(first_row))
+    width = total = 0
+    while start + width < end:
+        j = start + width
+        cells = [c[j] if j < len(c) else "" for c in (header, first_row)]
+        cost = sum(count_tokens_many(cells)) + 2 * CELL_OVERHEAD_TOKENS
+        if width and total + cost > budget:
+            break
+        total += cost
+        width += 1
+    return max(width, 1)
 
 
 async def read_slides(

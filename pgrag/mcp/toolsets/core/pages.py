@@ -12,8 +12,11 @@ from pgrag.mcp.app_state import enveloped, scope_of
 from pgrag.mcp.paged import PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import PageItem, PagesData, SheetData, SlideItem, SlidesData
 from pgrag.mcp.toolsets.core.common import DocumentId, MaxTokens, Token, result
+from pgrag.paging import page_budget
 from pgrag.services import pages
 from pgrag.services.ranges import parse_cell_range
+
+MIN_WINDOW_TOKENS = 1000  # a page of a wide sheet shows at least this much of its columns
 
 
 @enveloped("get_pages")
@@ -62,7 +65,9 @@ async def get_sheet_data(
     continuation_token: Token = None,
 ) -> result(SheetData):  # type: ignore[valid-type]
     """Rows of a spreadsheet (xlsx, xls, ods, csv) as displayed, with the header row,
-    optionally limited to a sheet and an A1 cell range; paged by token budget."""
+    optionally limited to a sheet and an A1 cell range; paged by token budget. A sheet too
+    wide for the budget comes in column windows: every row of the first columns, then of
+    the next ones (`first_column` says where a page's cells start)."""
     call = PagedCall.of(
         ctx, "get_sheet_data", continuation_token, document_id, sheet_name, cell_range
     )
@@ -70,14 +75,33 @@ async def get_sheet_data(
     async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
         doc = await pages.ready_document(conn, document_id, scope_of(ctx))
         sheet = await pages.read_sheet(conn, doc, sheet_name, bounds, call.offset)
-    page = call.cut(sheet.rows, sheet.remaining, max_tokens, lambda r: json_tokens(r) + 1)
+    start = int(call.position.get("c", 0))
+    width = int(call.position.get("w", 0)) or pages.column_window(
+        sheet.headers,
+        sheet.rows[0] if sheet.rows else [],
+        start,
+        max(page_budget(max_tokens), MIN_WINDOW_TOKENS),
+    )
+    window = slice(start, start + width)
+    headers = sheet.headers[window]
+    page = call.cut(
+        [r[window] for r in sheet.rows],
+        sheet.remaining,
+        max_tokens,
+        lambda r: json_tokens(r) + 1,
+        extra={"c": start, "w": width},  # the window stays while its rows are paged
+        spent=json_tokens(headers),
+    )
+    if not page.has_more and start + width < len(sheet.headers):
+        page = call.resume_at(page, {"c": start + width})  # the next columns, from the top
     return page.envelope(
         SheetData(
             document_id=doc.id,
             sheet_name=sheet.sheet_name,
-            headers=sheet.headers,
+            headers=headers,
             rows=page.items,
             first_row=sheet.first_row,
+            first_column=(bounds[0] if bounds else 1) + start,
             total_rows=sheet.total_rows,
             columns=sheet.columns,
             available_sheets=sheet.available_sheets,
