@@ -238,7 +238,7 @@ async def run_hostile(url: str, stats: HostileStats, stop: asyncio.Event) -> Non
 
 # -- the phases of a soak with a hostile client ------------------------------------------
 
-PHASES = ("normal", "hostile", "normal again")
+PHASES = ("warm-up", "normal", "hostile", "normal again")  # warm-up: half a phase, not compared
 
 
 def cpu_seconds(proc: Any) -> float:
@@ -257,13 +257,20 @@ def cpu_seconds(proc: Any) -> float:
 
 @dataclass
 class PhaseClock:
-    """Where each phase starts: wall time, the server's CPU, this process's CPU."""
+    """Where each phase starts: wall time, and CPU seconds of the server, of this process
+    (the clients) and of the whole machine (busy = all but idle and iowait)."""
 
-    marks: list[tuple[str, float, float, float]] = field(default_factory=list)
+    marks: list[tuple[str, float, float, float, float]] = field(default_factory=list)
 
     def mark(self, name: str, server: Any) -> None:
+        import psutil
+
         own = os.times()
-        self.marks.append((name, time.monotonic(), cpu_seconds(server), own.user + own.system))
+        box = psutil.cpu_times()
+        busy = sum(box) - box.idle - getattr(box, "iowait", 0.0)
+        self.marks.append(
+            (name, time.monotonic(), cpu_seconds(server), own.user + own.system, busy)
+        )
 
 
 async def hostile_phases(
@@ -275,8 +282,9 @@ async def hostile_phases(
     phase_s: float,
     stop: asyncio.Event,
 ) -> None:
-    """Normal clients alone, then with the hostile client, then alone again; `stats.phase`
-    labels each normal search with the phase it finished in."""
+    """Normal clients alone (after a warm-up: the pool opening, caches filling), then with
+    the hostile client, then alone again; `stats.phase` labels each normal search with the
+    phase it finished in."""
     hostile_stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
     for name in PHASES:
@@ -285,7 +293,7 @@ async def hostile_phases(
         if name == "hostile":
             task = asyncio.create_task(run_hostile(url, hostile, hostile_stop))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=phase_s)
+            await asyncio.wait_for(stop.wait(), timeout=phase_s / (2 if name == "warm-up" else 1))
         if task is not None:
             hostile_stop.set()
             await task
@@ -305,7 +313,7 @@ def phase_report(latencies: dict[str, list[float]], clock: PhaseClock) -> dict[s
         return round(float(np.percentile(np.asarray(values) * 1000, q)), 1) if values else None
 
     phases: dict[str, Any] = {}
-    for (name, t, server, own), (_, t2, server2, own2) in zip(
+    for (name, t, server, own, box), (_, t2, server2, own2, box2) in zip(
         clock.marks, clock.marks[1:], strict=False
     ):
         span = max(t2 - t, 1e-9)
@@ -318,6 +326,7 @@ def phase_report(latencies: dict[str, list[float]], clock: PhaseClock) -> dict[s
             "p95_ms": pct(values, 95),
             "server_cores": round((server2 - server) / span, 2),
             "clients_cores": round((own2 - own) / span, 2),
+            "machine_busy_cores": round((box2 - box) / span, 2),
         }
     normal = latencies.get("normal", []) + latencies.get("normal again", [])
     hostile = latencies.get("hostile", [])
@@ -342,7 +351,7 @@ def print_phase_report(report: dict[str, Any], hostile: dict[str, Any]) -> None:
         print(
             f"{name:<13} {p['seconds']:>5.0f} {p['searches']:>8} {p['qps']:>6.1f}"
             f" {p['p50_ms'] or 0:>8.1f} {p['p95_ms'] or 0:>8.1f} {p['server_cores']:>12.2f}"
-            f" {p['clients_cores']:>13.2f}"
+            f" {p['clients_cores']:>13.2f} {p['machine_busy_cores']:>12.2f}"
         )
     print(
         f"p95 with hostile / without: {report['p95_ratio']} (bar: <= 1.2); p50:"

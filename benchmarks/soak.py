@@ -661,13 +661,14 @@ def main(argv: list[str] | None = None) -> int:
         "--hostile-phase",
         type=float,
         default=0.0,
-        help="seconds per phase: normal clients alone, with the hostile client, alone again "
-        "(replaces --minutes and --interval; two windows per phase)",
+        help="seconds per phase: normal clients alone, with the hostile client, alone again, "
+        "after a warm-up of half a phase (replaces --minutes and --interval; windows of half "
+        "a phase)",
     )
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     args = ap.parse_args(argv)
     if args.hostile_phase:
-        args.minutes = 3 * args.hostile_phase / 60
+        args.minutes = 3.5 * args.hostile_phase / 60
         args.interval = args.hostile_phase / 2
 
     data = load_set("scifact", "test")

@@ -589,10 +589,11 @@ CORE = [
         check=same_as_full,
     ),
 ]
+CONTENT_RESOURCE = "pgrag://documents/{document_id}/content{?start}"
 RESOURCES = [
     *refs_to("core", "pgrag://documents/{document_id}", "doc", {}, ("id", "file name")),
-    *refs_to("core", "pgrag://documents/{document_id}/content", "huge", {}, ("id",)),
-    *refs_to("core", "pgrag://documents/{document_id}/content", "failed", {}, ("id",)),
+    *refs_to("core", CONTENT_RESOURCE, "huge", {}, ("id",)),
+    *refs_to("core", CONTENT_RESOURCE, "failed", {}, ("id",)),
     Probe("core", "resources/list", "first page", {}, check=only_a),
     Probe(
         "core",
@@ -910,7 +911,7 @@ CONTROLS = [  # toolset, target, arguments, what the answer with A's data holds
     ("core", "get_status", {"document_id": "$a_path"}, "$a"),
     ("core", "get_embedding", {"text": OTHER_TEXT}, "dimensions"),
     ("core", "pgrag://documents/{document_id}", {"document_id": "$a"}, "$a_path"),
-    ("core", "pgrag://documents/{document_id}/content", {"document_id": "$a"}, "heron"),
+    ("core", CONTENT_RESOURCE, {"document_id": "$a"}, "heron"),
     ("core", "resources/list", {}, "$a"),
     ("ldims", "ldims://docs/{document_id}/extracted_content", {"document_id": "$a"}, "heron"),
     ("ldims", "searchDocuments", {"query": "heron", "filters": {"searchMode": "exact"}}, "$a"),
@@ -1185,7 +1186,8 @@ async def run(dep: Deployment, who: str, probe: Probe, args: dict[str, Any]) -> 
     if probe.kind == "tool":
         return await call_tool(dep.clients[who], probe.target, args)
     if probe.kind == "resource":
-        return await read_resource(dep.clients[who], probe.target.format(**args))
+        uri = re.sub(r"\{\?\w+\}", "", probe.target)  # an RFC 6570 query part: omitted
+        return await read_resource(dep.clients[who], uri.format(**args))
     if probe.kind == "resources/list":
         return await list_resources(dep.clients[who], args.get("cursor"))
     return await call_rest(dep.rest[who], probe.target, args)

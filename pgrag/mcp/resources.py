@@ -5,6 +5,7 @@ resources."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -86,7 +87,7 @@ def register_resources(server: MCPServer[Any]) -> None:
         uri = content_uri(document_id)
         offset = parse_start(start, uri)
         doc, text = await _read(ctx, document_id, uri, with_text=True)
-        part = text_part(text or "", offset)
+        part = await asyncio.to_thread(text_part, text or "", offset)  # tokenising: off the loop
         return with_note(part, content_uri(doc.id, part.end))
 
 

@@ -35,7 +35,7 @@ def parse_start(value: str | None, uri: str) -> int:
     """The `start` of a content URI: a character offset, 0 when omitted."""
     if value is None or value == "":
         return 0
-    if not value.isdigit() or len(value) > 12:
+    if not (value.isascii() and value.isdigit()) or len(value) > 12:
         raise MCPError(
             code=INVALID_PARAMS,
             message=f"start must be a character offset (a whole number), not {value[:40]!r}",

@@ -4,6 +4,7 @@ bodies (as MCP errors whose `code` keeps pgrag's stable code)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from mcp.server import MCPServer
@@ -123,7 +124,7 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
         "extractedAt": iso(doc.row["ingested_at"]),
         "format": doc.file_type,
     }
-    part = text_part(text, 0)  # the rest through the core resource, which takes ?start=
+    part = await asyncio.to_thread(text_part, text, 0)  # the rest: the core resource's ?start=
     return with_note(part, content_uri(doc.id, part.end)), meta
 
 
