@@ -242,25 +242,45 @@ PHASES = ("warm-up", "normal", "hostile", "normal again")  # warm-up: half a pha
 
 
 def cpu_seconds(proc: Any) -> float:
-    """User + system CPU seconds of a psutil process and its children (0 once it is gone)."""
+    """User + system CPU seconds of a psutil process and its children, live or reaped (0 once
+    it is gone)."""
     try:
-        procs = [proc, *proc.children(recursive=True)]
+        t = proc.cpu_times()
+        total = float(t.user + t.system + t.children_user + t.children_system)
+        children = proc.children(recursive=True)
     except Exception:
         return 0.0
-    total = 0.0
-    for p in procs:
+    for child in children:
         with contextlib.suppress(Exception):
-            t = p.cpu_times()
-            total += t.user + t.system
+            c = child.cpu_times()
+            total += c.user + c.system
     return total
+
+
+def postgres_process(dsn: str) -> Any:
+    """The postmaster serving `dsn` when it listens on a Unix socket of this machine (the
+    embedded cluster), else None."""
+    import psutil
+    from psycopg.conninfo import conninfo_to_dict
+
+    host = str(conninfo_to_dict(dsn).get("host") or "")
+    if not host.startswith("/"):
+        return None
+    for p in psutil.process_iter(["name", "cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if p.info["name"] == "postgres" and "-k" in cmd and host in cmd:
+            return p
+    return None
 
 
 @dataclass
 class PhaseClock:
-    """Where each phase starts: wall time, and CPU seconds of the server, of this process
-    (the clients) and of the whole machine (busy = all but idle and iowait)."""
+    """Where each phase starts: wall time, and CPU seconds of the pgrag server, of its
+    PostgreSQL (when local), of this process (the clients) and of the whole machine (busy:
+    all but idle and iowait)."""
 
-    marks: list[tuple[str, float, float, float, float]] = field(default_factory=list)
+    postgres: Any = None
+    marks: list[tuple[str, float, float, float, float, float]] = field(default_factory=list)
 
     def mark(self, name: str, server: Any) -> None:
         import psutil
@@ -268,8 +288,9 @@ class PhaseClock:
         own = os.times()
         box = psutil.cpu_times()
         busy = sum(box) - box.idle - getattr(box, "iowait", 0.0)
+        pg = cpu_seconds(self.postgres) if self.postgres is not None else 0.0
         self.marks.append(
-            (name, time.monotonic(), cpu_seconds(server), own.user + own.system, busy)
+            (name, time.monotonic(), cpu_seconds(server), pg, own.user + own.system, busy)
         )
 
 
@@ -313,7 +334,7 @@ def phase_report(latencies: dict[str, list[float]], clock: PhaseClock) -> dict[s
         return round(float(np.percentile(np.asarray(values) * 1000, q)), 1) if values else None
 
     phases: dict[str, Any] = {}
-    for (name, t, server, own, box), (_, t2, server2, own2, box2) in zip(
+    for (name, t, server, pg, own, box), (_, t2, server2, pg2, own2, box2) in zip(
         clock.marks, clock.marks[1:], strict=False
     ):
         span = max(t2 - t, 1e-9)
@@ -325,6 +346,7 @@ def phase_report(latencies: dict[str, list[float]], clock: PhaseClock) -> dict[s
             "p50_ms": pct(values, 50),
             "p95_ms": pct(values, 95),
             "server_cores": round((server2 - server) / span, 2),
+            "postgres_cores": round((pg2 - pg) / span, 2),
             "clients_cores": round((own2 - own) / span, 2),
             "machine_busy_cores": round((box2 - box) / span, 2),
         }
@@ -345,12 +367,14 @@ def print_phase_report(report: dict[str, Any], hostile: dict[str, Any]) -> None:
     print("\nnormal clients with and without the hostile client (same run):", flush=True)
     print(
         f"{'phase':<13} {'s':>5} {'searches':>8} {'qps':>6} {'p50_ms':>8} {'p95_ms':>8}"
-        f" {'server_cores':>12} {'clients_cores':>13}"
+        f" {'server_cores':>12} {'postgres_cores':>14} {'clients_cores':>13}"
+        f" {'machine_busy':>12}"
     )
     for name, p in report["phases"].items():
         print(
             f"{name:<13} {p['seconds']:>5.0f} {p['searches']:>8} {p['qps']:>6.1f}"
             f" {p['p50_ms'] or 0:>8.1f} {p['p95_ms'] or 0:>8.1f} {p['server_cores']:>12.2f}"
+            f" {p['postgres_cores']:>14.2f}"
             f" {p['clients_cores']:>13.2f} {p['machine_busy_cores']:>12.2f}"
         )
     print(

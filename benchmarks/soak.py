@@ -8,10 +8,13 @@ temp folder and runs `pgrag ingest` on it (collection `soakwrite`, the hash embe
 the writer exercises the database, not the model), checking after each round that the
 collection matches the folder. Every window it prints searches, errors, p50/p95, the
 server's RSS (process + children), the connections open to the database and the writer's
-progress; at the end p95 drift, RSS drift and the verdicts. Targets (issue 8): zero
-errors, RSS growth < 10 %.
+progress; at the end p95 drift, RSS drift and the verdicts. Targets: zero errors, RSS
+growth < 10 %. With `--hostile-phase S` the run is a warm-up of S/2 seconds and three
+phases of S: the normal clients alone, with the hostile client of hostile_client.py, and
+alone again; the report compares their p50/p95 (target: p95 within 20 %).
 
     python benchmarks/soak.py [--minutes 10] [--clients 10] [--interval 30] [--dsn DSN]
+    python benchmarks/soak.py --hostile-phase 90
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from hostile_client import (
     hostile_phases,
     ingest_corpus,
     phase_report,
+    postgres_process,
     print_phase_report,
     write_corpus,
 )
@@ -597,7 +601,7 @@ async def soak(
             for c in range(args.clients)
         ]
         tasks.append(asyncio.create_task(writer_loop(writer, conn, stats, stop, args.writer_pause)))
-        hostile, clock = HostileStats(), PhaseClock()
+        hostile, clock = HostileStats(), PhaseClock(postgres_process(dsn))
         if args.hostile_phase:
             tasks.append(
                 asyncio.create_task(
