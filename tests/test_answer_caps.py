@@ -175,6 +175,10 @@ async def test_a_sheet_of_usual_width_keeps_whole_rows(client: Client) -> None:
     data = env["data"]
     assert data["first_column"] == 1 and len(data["headers"]) == 6
     assert len(data["rows"]) == 10 and env["continuation"]["has_more"] is False
+    inner = await _call(client, "get_sheet_data", document_id=WIDE_ROWS, cell_range="C3:E4")
+    data = inner["data"]
+    assert data["first_column"] == 3 and data["headers"] == [_header(j) for j in (2, 3, 4)]
+    assert data["rows"] == [[_cell(i, j) for j in (2, 3, 4)] for i in (1, 2)]
 
 
 async def _read_parts(client: Client, uri: str) -> tuple[str, int]:

@@ -25,6 +25,7 @@ SHEET_ROWS_PER_READ = 2000  # a page of rows never needs more (the token budget 
 HEADER_ROW = 1
 TEXT_PIECE_CHARS = 4000  # at most ~16k tokens, whatever the script: one piece fits a page
 BREAK_SPAN = 200  # characters searched back from a piece's end for a line or word break
+MIN_WINDOW = 1000  # tokens: a page of a wide sheet shows at least this much of its columns
 CELL_OVERHEAD_TOKENS = 2  # a cell's quotes and separator in the JSON an agent reads
 
 
@@ -36,12 +37,15 @@ class PageSelection:
 
 @dataclass(frozen=True)
 class SheetSlice:
-    """Rows of one sheet from `first_row` on, cut to the asked columns."""
+    """Rows of one sheet from `first_row` on, cut to a window of the asked columns."""
 
     sheet_name: str | None
     headers: list[str]
     rows: list[list[str]]
     first_row: int
+    first_column: int  # sheet column (1-based) of headers[0] and of each row's first cell
+    width: int  # columns of the window
+    more_columns: bool  # the range goes on right of the window
     remaining: int  # rows of the asked range, counted from its first row
     total_rows: int
     columns: int
@@ -162,16 +166,69 @@ def _pages_of(doc: docs.DocumentRef, units: list[UnitRow]) -> list[tuple[int, st
     )
 
 
+@dataclass(frozen=True)
+class SheetWindow:
+    """The columns of the asked range a page shows: `width` of them from `start` (0-based);
+    width 0: as many as the budget holds with the page's first row."""
+
+    start: int = 0
+    width: int = 0
+
+
 async def read_sheet(
     conn: psycopg.AsyncConnection,
     doc: docs.DocumentRef,
     sheet_name: str | None,
     bounds: tuple[int, int, int | None, int | None] | None,
     offset: int,
+    window: SheetWindow,
+    budget: int,
 ) -> SheetSlice:
     """Rows of a sheet (the first when unnamed) within an A1 range's bounds (min_col,
-    min_row, max_col, max_row), from `offset` rows past the range's start. Without a
-    range the header row is left out of the rows (it is returned as `headers`)."""
+    min_row, max_col, max_row), from `offset` rows past the range's start, cut to the
+    window's columns; no more rows than `budget` tokens could hold. Without a range the
+    header row is left out of the rows (it is returned as `headers`)."""
+    sheet, names = await _sheet(conn, doc, sheet_name)
+    meta = sheet.meta or {}
+    total_rows = int(meta.get("rows", 0))
+    min_col, min_row, max_col, max_row = bounds or (1, 1, None, None)
+    first = max(min_row, HEADER_ROW + 1) if bounds is None else min_row
+    last = min(max_row or total_rows, total_rows)
+    start = first + offset
+    header = await store.sheet_rows(conn, sheet.id, HEADER_ROW, HEADER_ROW)
+    header_cells = list(header[0].cells) if header else []
+    columns = int(meta.get("columns", 0)) or len(header_cells)
+    range_end = min(max_col or columns, columns)  # the range's last column (1-based)
+    headers = header_cells[min_col - 1 : range_end]
+    width = window.width
+    if not width:
+        head = await store.sheet_rows(conn, sheet.id, start, start, (min_col, range_end))
+        width = column_window(
+            headers, list(head[0].cells) if head else [], window.start, max(budget, MIN_WINDOW)
+        )
+    first_col = min_col + window.start
+    cells = (first_col, min(first_col + width - 1, range_end))
+    reads = min(SHEET_ROWS_PER_READ, budget // width + 2)  # a cell costs at least a token
+    rows = await store.sheet_rows(conn, sheet.id, start, min(last, start + reads - 1), cells)
+    return SheetSlice(
+        sheet_name=sheet.title,
+        headers=headers[window.start : window.start + width],
+        rows=[list(r.cells) for r in rows],
+        first_row=start,
+        first_column=first_col,
+        width=width,
+        more_columns=window.start + width < len(headers),
+        remaining=max(0, last - first + 1),
+        total_rows=total_rows,
+        columns=columns,
+        available_sheets=names,
+    )
+
+
+async def _sheet(
+    conn: psycopg.AsyncConnection, doc: docs.DocumentRef, sheet_name: str | None
+) -> tuple[UnitRow, list[str]]:
+    """The named sheet unit (the first when unnamed) and the names of all of them."""
     sheets = await store.units(conn, doc.id, kind="sheet")
     if not sheets:
         raise InvalidArgument(
@@ -194,25 +251,7 @@ async def read_sheet(
             f"no sheet '{sheet_name}'; available: {', '.join(names)}",
             detail={"available_sheets": names},
         )
-    meta = sheet.meta or {}
-    total_rows, columns = int(meta.get("rows", 0)), int(meta.get("columns", 0))
-    min_col, min_row, max_col, max_row = bounds or (1, 1, None, None)
-    first = max(min_row, HEADER_ROW + 1) if bounds is None else min_row
-    last = min(max_row or total_rows, total_rows)
-    start = first + offset
-    rows = await store.sheet_rows(conn, sheet.id, start, min(last, start + SHEET_ROWS_PER_READ))
-    header = await store.sheet_rows(conn, sheet.id, HEADER_ROW, HEADER_ROW)
-    cut = slice(min_col - 1, max_col)
-    return SheetSlice(
-        sheet_name=sheet.title,
-        headers=list(header[0].cells)[cut] if header else [],
-        rows=[list(r.cells)[cut] for r in rows],
-        first_row=start,
-        remaining=max(0, last - first + 1),
-        total_rows=total_rows,
-        columns=columns,
-        available_sheets=names,
-    )
+    return sheet, names
 
 
 def column_window(header: list[str], first_row: list[str], start: int, budget: int) -> int:

@@ -16,8 +16,6 @@ from pgrag.paging import page_budget
 from pgrag.services import pages
 from pgrag.services.ranges import parse_cell_range
 
-MIN_WINDOW_TOKENS = 1000  # a page of a wide sheet shows at least this much of its columns
-
 
 @enveloped("get_pages")
 async def get_pages(
@@ -72,36 +70,30 @@ async def get_sheet_data(
         ctx, "get_sheet_data", continuation_token, document_id, sheet_name, cell_range
     )
     bounds = parse_cell_range(cell_range)
+    window = pages.SheetWindow(int(call.position.get("c", 0)), int(call.position.get("w", 0)))
     async with scoped_connection(call.state.pool, scope_of(ctx)) as conn:
         doc = await pages.ready_document(conn, document_id, scope_of(ctx))
-        sheet = await pages.read_sheet(conn, doc, sheet_name, bounds, call.offset)
-    start = int(call.position.get("c", 0))
-    width = int(call.position.get("w", 0)) or pages.column_window(
-        sheet.headers,
-        sheet.rows[0] if sheet.rows else [],
-        start,
-        max(page_budget(max_tokens), MIN_WINDOW_TOKENS),
-    )
-    window = slice(start, start + width)
-    headers = sheet.headers[window]
+        sheet = await pages.read_sheet(
+            conn, doc, sheet_name, bounds, call.offset, window, page_budget(max_tokens)
+        )
     page = call.cut(
-        [r[window] for r in sheet.rows],
+        sheet.rows,
         sheet.remaining,
         max_tokens,
         lambda r: json_tokens(r) + 1,
-        extra={"c": start, "w": width},  # the window stays while its rows are paged
-        spent=json_tokens(headers),
+        extra={"c": window.start, "w": sheet.width},  # the window stays while its rows page
+        spent=json_tokens(sheet.headers),
     )
-    if not page.has_more and start + width < len(sheet.headers):
-        page = call.resume_at(page, {"c": start + width})  # the next columns, from the top
+    if not page.has_more and sheet.more_columns:  # the next columns, from the top
+        page = call.resume_at(page, {"c": window.start + sheet.width})
     return page.envelope(
         SheetData(
             document_id=doc.id,
             sheet_name=sheet.sheet_name,
-            headers=headers,
+            headers=sheet.headers,
             rows=page.items,
             first_row=sheet.first_row,
-            first_column=(bounds[0] if bounds else 1) + start,
+            first_column=sheet.first_column,
             total_rows=sheet.total_rows,
             columns=sheet.columns,
             available_sheets=sheet.available_sheets,
