@@ -1,7 +1,7 @@
 """Every answer stays under the documented cap (25,000 tokens, 200 KB) and pages the rest,
 through a real `pgrag serve` over stdio and the MCP SDK client: a sheet of the widest
-shape ingestion accepts (one row of 16,384 columns, whose header row alone is ~20 times
-the cap) comes in column windows, a wide sheet with rows in windows of every row, and a
+shape ingestion accepts (one row of 16,384 columns: 640 KB and 164k tokens of headers)
+comes in column windows, a wide sheet with rows in windows of every row, and a
 multi-megabyte text through `resources/read` in parts whose notes name the next part."""
 
 from __future__ import annotations
