@@ -8,10 +8,13 @@ temp folder and runs `pgrag ingest` on it (collection `soakwrite`, the hash embe
 the writer exercises the database, not the model), checking after each round that the
 collection matches the folder. Every window it prints searches, errors, p50/p95, the
 server's RSS (process + children), the connections open to the database and the writer's
-progress; at the end p95 drift, RSS drift and the verdicts. Targets: zero
-errors, RSS growth < 10 %.
+progress; at the end p95 drift, RSS drift and the verdicts. Targets: zero errors, RSS
+growth < 10 %. With `--hostile-phase S` the run is a warm-up of S/2 seconds and three
+phases of S: the normal clients alone, with the hostile client of hostile_client.py, and
+alone again; the report compares their p50/p95 (target: p95 within 20 %).
 
     python benchmarks/soak.py [--minutes 10] [--clients 10] [--interval 30] [--dsn DSN]
+    python benchmarks/soak.py --hostile-phase 90
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile_client import (
+    HostileStats,
+    PhaseClock,
+    hostile_phases,
+    ingest_corpus,
+    phase_report,
+    postgres_process,
+    print_phase_report,
+    write_corpus,
+)
 from load import free_port
 from support import RESULTS, drop_database, fresh_database, load_corpus, load_set, server
 
@@ -104,12 +117,15 @@ class Stats:
     files_deleted: int = 0
     server_exited: bool = False
     error_samples: list[str] = field(default_factory=list)
+    phase: str = "normal"  # with --hostile-phase: the phase a search finished in
+    phase_latencies: dict[str, list[float]] = field(default_factory=dict)
 
     def search(self, seconds: float | None, error: str | None) -> None:
         """One search (`seconds` None: the session failed before a call was timed)."""
         self.searches += 1
         if seconds is not None:
             self.window.latencies.append(seconds)
+            self.phase_latencies.setdefault(self.phase, []).append(seconds)
         if error:
             self.search_errors += 1
             self.window.search_errors += 1
@@ -552,6 +568,9 @@ async def soak(
     windows = max(1, round(duration / interval))
     writer = Writer(folder, dsn, texts, args.writer_files, args.writer_churn)
 
+    if args.hostile_phase:
+        write_corpus(folder.parent / "hostile")
+        await ingest_corpus(dsn, folder.parent / "hostile")
     async with await psycopg.AsyncConnection.connect(
         dsn, autocommit=True, application_name="pgrag-soak-monitor"
     ) as conn:
@@ -582,6 +601,13 @@ async def soak(
             for c in range(args.clients)
         ]
         tasks.append(asyncio.create_task(writer_loop(writer, conn, stats, stop, args.writer_pause)))
+        hostile, clock = HostileStats(), PhaseClock(postgres_process(dsn))
+        if args.hostile_phase:
+            tasks.append(
+                asyncio.create_task(
+                    hostile_phases(url, stats, hostile, proc, clock, args.hostile_phase, stop)
+                )
+            )
         try:
             rows = await sampler(proc, conn, stats, stop, t0, interval, windows)
         finally:
@@ -593,7 +619,14 @@ async def soak(
         final_conns = await connections(conn)
         tables_after = await table_mb(conn)
     summary = summarise(rows, stats, args.baseline_window)
+    extra: dict[str, Any] = {}
+    if args.hostile_phase:
+        extra["hostile"] = {
+            **phase_report(stats.phase_latencies, clock),
+            "client": hostile.summary(),
+        }
     return {
+        **extra,
         "interval_s": round(interval, 1),
         "windows": rows,
         "summary": summary,
@@ -628,8 +661,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dsn", default=None, help="admin DSN of a server (default: embedded in a temp dir)"
     )
+    ap.add_argument(
+        "--hostile-phase",
+        type=float,
+        default=0.0,
+        help="seconds per phase: normal clients alone, with the hostile client, alone again, "
+        "after a warm-up of half a phase (replaces --minutes and --interval; windows of half "
+        "a phase)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     args = ap.parse_args(argv)
+    if args.hostile_phase:
+        args.minutes = 3.5 * args.hostile_phase / 60
+        args.interval = args.hostile_phase / 2
 
     data = load_set("scifact", "test")
     queries = list(data.queries.values())
@@ -640,6 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "clients": args.clients,
         "mode": args.mode,
+        "hostile_phase_s": args.hostile_phase,
         "writer": {
             "collection": WRITE_COLLECTION,
             "model": WRITE_MODEL,
@@ -680,6 +725,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     results["load_avg_after"] = list(os.getloadavg())
     print_summary(results["summary"])
+    if "hostile" in results:
+        print_phase_report(results["hostile"], results["hostile"]["client"])
     problems = results.get("server_log_problems", {"lines": 0})
     if problems["lines"]:
         print(f"server log: {problems['lines']} warning/error lines, see {args.out}", flush=True)

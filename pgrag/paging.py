@@ -25,6 +25,15 @@ from pgrag.tokens import count_json_tokens, count_tokens
 T = TypeVar("T")
 
 TOKEN_VERSION = 1
+MAX_RESPONSE_TOKENS = 25_000  # a common client cap: no answer may exceed it
+MAX_RESPONSE_BYTES = 200_000  # and no answer over 200 kB, whatever its token count
+ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around a page's data (ids, actions, meta)
+
+
+def page_budget(max_tokens: int) -> int:
+    """Tokens a page's data may take: the caller's budget, never more than the cap allows
+    (a page cut by the cap would lose what its continuation then skips)."""
+    return min(max_tokens, MAX_RESPONSE_TOKENS - ENVELOPE_RESERVE)
 
 
 class Continuation(BaseModel):

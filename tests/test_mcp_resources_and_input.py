@@ -56,7 +56,7 @@ async def test_resource_templates_are_listed(client: Client) -> None:
     templates = (await client.list_resource_templates()).resource_templates
     assert {t.uri_template for t in templates} == {
         "pgrag://documents/{document_id}",
-        "pgrag://documents/{document_id}/content",
+        "pgrag://documents/{document_id}/content{?start}",
     }
 
 

@@ -15,13 +15,10 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from pgrag.errors import PgragError
-from pgrag.paging import Continuation
-from pgrag.tokens import count_json_tokens
+from pgrag.mcp.answer_cap import cap_payload
+from pgrag.paging import MAX_RESPONSE_TOKENS, Continuation
 
 T = TypeVar("T")
-
-MAX_RESPONSE_TOKENS = 25_000  # a common client cap: no response may exceed it
-MAX_RESPONSE_BYTES = 200_000  # and no response over 200 kB, whatever its token count
 
 
 class Status(BaseModel):
@@ -87,30 +84,15 @@ def page_status(has_more: bool, first_exceeded: bool, done_message: str = "SUCCE
     return Status(code="success", message=done_message)
 
 
-def _shrink(value: Any, limit: int) -> Any:
-    """Cut every string longer than `limit` characters (the response cap is absolute)."""
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + " …[truncated]"
-    if isinstance(value, list):
-        return [_shrink(v, limit) for v in value]
-    if isinstance(value, dict):
-        return {k: _shrink(v, limit) for k, v in value.items()}
-    return value
+def _mark_truncated(payload: dict[str, Any]) -> None:
+    payload["meta"]["truncated"] = True
 
 
 def to_result(envelope: Envelope[Any], started: float) -> CallToolResult:
     envelope.meta.took_ms = round((time.perf_counter() - started) * 1000, 2)
-    payload = envelope.model_dump(mode="json")
-    text = json.dumps(payload, ensure_ascii=False)
-    tokens = count_json_tokens(text)
-    limit = 20_000
-    while (tokens > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES) and limit > 200:
-        payload = _shrink(payload, limit)
-        payload["meta"]["truncated"] = True
-        text = json.dumps(payload, ensure_ascii=False)
-        tokens = count_json_tokens(text)
-        limit //= 2
-    payload["meta"]["token_count"] = tokens
+    capped = cap_payload(envelope.model_dump(mode="json"), _mark_truncated)
+    payload = capped.payload
+    payload["meta"]["token_count"] = capped.tokens
     text = json.dumps(payload, ensure_ascii=False)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],

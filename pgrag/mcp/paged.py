@@ -5,27 +5,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
 from pgrag.mcp.app_state import current_tool, scope_of, state_of
-from pgrag.mcp.envelope import (
-    MAX_RESPONSE_TOKENS,
-    Envelope,
-    page_actions,
-    page_status,
+from pgrag.mcp.envelope import Envelope, page_actions, page_status
+from pgrag.paging import (
+    Continuation,
+    fingerprint,
+    fit_to_budget,
+    item_tokens,
+    page_budget,
 )
-from pgrag.paging import Continuation, fingerprint, fit_to_budget, item_tokens
 from pgrag.services.context import AppContext
 from pgrag.tokens import count_json_tokens
 
 T = TypeVar("T")
 D = TypeVar("D", bound=BaseModel)
-
-ENVELOPE_RESERVE = 1000  # tokens kept for the envelope around the data (ids, actions, meta)
 
 
 def json_tokens(value: Any) -> int:
@@ -64,6 +63,7 @@ class PagedCall:
     tool: str
     fp: str
     offset: int
+    position: dict[str, Any] = field(default_factory=dict)  # the token's whole state
 
     @classmethod
     def of(cls, ctx: Context[Any, Any], token: str | None, *request: Any) -> PagedCall:
@@ -71,8 +71,13 @@ class PagedCall:
         arguments the token is bound to."""
         state, tool = state_of(ctx), current_tool()
         fp = fingerprint([tool, *request, scope_of(ctx)])
-        offset = int(state.codec.decode(token, tool, fp).get("o", 0)) if token else 0
-        return cls(state, tool, fp, offset)
+        position = state.codec.decode(token, tool, fp) if token else {}
+        return cls(state, tool, fp, int(position.get("o", 0)), position)
+
+    def resume_at(self, page: Page[T], position: dict[str, Any]) -> Page[T]:
+        """`page`, continued at `position` rather than where its items end."""
+        token = self.state.codec.encode(self.tool, self.fp, position)
+        return replace(page, has_more=True, token=token)
 
     def cut(
         self,
@@ -80,16 +85,20 @@ class PagedCall:
         total: int,
         max_tokens: int,
         measure: Callable[[T], int] = json_tokens,
+        extra: dict[str, Any] | None = None,
+        spent: int = 0,
     ) -> Page[T]:
-        """Cut `items` (which start at this call's offset of `total`) to the budget. The data
-        never takes more than the response cap minus the envelope's reserve, so a page is
-        not cut by the cap (which would lose what the continuation then skips)."""
-        budget = min(max_tokens, MAX_RESPONSE_TOKENS - ENVELOPE_RESERVE)
+        """Cut `items` (which start at this call's offset of `total`) to the page budget. `spent`
+        tokens of the page's other data count against the budget; `extra` rides along in
+        the continuation token."""
+        budget = page_budget(max_tokens) - spent
         fit = fit_to_budget(items, budget, measure)
         kept = list(items[: fit.count])
         next_offset = self.offset + len(kept)
         has_more = next_offset < total
         token = (
-            self.state.codec.encode(self.tool, self.fp, {"o": next_offset}) if has_more else None
+            self.state.codec.encode(self.tool, self.fp, {**(extra or {}), "o": next_offset})
+            if has_more
+            else None
         )
-        return Page(kept, fit.tokens, has_more, token, fit.first_exceeded, max_tokens)
+        return Page(kept, spent + fit.tokens, has_more, token, fit.first_exceeded, max_tokens)

@@ -1,9 +1,11 @@
 """Document resources: `pgrag://documents/{id}` (metadata + outline) and `.../content`
-(extracted text). Everything here is also reachable through tools (get_document_outline,
-get_document_data), since many clients never read resources."""
+(extracted text, in parts under the response cap). Everything here is also reachable
+through tools (get_document_outline, get_document_data), since many clients never read
+resources."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -14,6 +16,7 @@ from mcp.types import INVALID_PARAMS
 
 from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
+from pgrag.mcp.text_parts import parse_start, text_part, with_note
 from pgrag.services import documents as docs
 
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
@@ -57,16 +60,28 @@ def register_resources(server: MCPServer[Any]) -> None:
         return document_body(doc)
 
     @server.resource(
-        "pgrag://documents/{document_id}/content",
+        "pgrag://documents/{document_id}/content{?start}",
         name="document_content",
         mime_type="text/plain",
-        description="A document's extracted text.",
+        description=(
+            "A document's extracted text. A text over the response cap comes in parts: each "
+            "ends with a note naming the next part's URI (?start= a character offset)."
+        ),
     )
-    async def document_content(document_id: str, ctx: Context[Any, Any]) -> str:
-        _, text = await _read(
-            ctx, document_id, f"pgrag://documents/{document_id}/content", with_text=True
-        )
-        return text or ""
+    async def document_content(
+        document_id: str, ctx: Context[Any, Any], start: str | None = None
+    ) -> str:
+        uri = content_uri(document_id)
+        offset = parse_start(start, uri)
+        doc, text = await _read(ctx, document_id, uri, with_text=True)
+        part = await asyncio.to_thread(text_part, text or "", offset)  # tokenising: off the loop
+        return with_note(part, content_uri(doc.id, part.end))
+
+
+def content_uri(document_id: str, start: int = 0) -> str:
+    """The URI of a document's text, from character `start` on."""
+    uri = f"pgrag://documents/{document_id}/content"
+    return f"{uri}?start={start}" if start else uri
 
 
 async def _read(

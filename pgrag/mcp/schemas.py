@@ -80,6 +80,9 @@ class SheetData(BaseModel):
     headers: list[str]
     rows: list[list[str]]
     first_row: int = Field(description="spreadsheet row number of rows[0]")
+    first_column: int = Field(
+        1, description="spreadsheet column number of headers[0] and of each row's first cell"
+    )
     total_rows: int
     columns: int
     available_sheets: list[str] = Field(default_factory=list)

@@ -22,7 +22,14 @@ from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError, UpstreamError
 from pgrag.language import detect_language
 from pgrag.metrics import observe_search
-from pgrag.paging import Budgeted, ContinuationCodec, fingerprint, fit_to_budget, item_tokens
+from pgrag.paging import (
+    Budgeted,
+    ContinuationCodec,
+    fingerprint,
+    fit_to_budget,
+    item_tokens,
+    page_budget,
+)
 from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
@@ -297,7 +304,8 @@ class SearchService:
             RegexMatcher(req.query) if spec.pattern else KeywordMatcher(extract_keywords(req.query))
         )
         query_lang = None if spec.pattern else detect_language(req.query)
-        cut = max(50, req.max_tokens - HIT_RESERVE)
+        budget = page_budget(req.max_tokens)
+        cut = max(50, budget - HIT_RESERVE)
         full_texts = {doc: _cut_to_tokens(text, cut) for doc, text in page.full_texts.items()}
         hits = []
         for r in page.rows:
@@ -330,10 +338,8 @@ class SearchService:
                     snippet_summary=self.snippet_summary,
                 )
             )
-        budget = fit_to_budget(
-            hits, req.max_tokens, lambda h: item_tokens(h.model_dump(mode="json"))
-        )
-        return hits[: budget.count], budget, matcher.exhausted
+        fit = fit_to_budget(hits, budget, lambda h: item_tokens(h.model_dump(mode="json")))
+        return hits[: fit.count], fit, matcher.exhausted
 
     async def _log(
         self,

@@ -25,6 +25,9 @@ SELECT row_number, cells FROM pgrag.sheet_rows
 WHERE unit_id = %(unit)s AND row_number BETWEEN %(lo)s AND %(hi)s
 ORDER BY row_number
 """
+SHEET_ROW_CELLS_SQL = SHEET_ROWS_SQL.replace(
+    "row_number, cells", "row_number, cells[%(first)s:%(last)s] AS cells", 1
+)
 
 
 async def units(
@@ -57,9 +60,18 @@ async def unit_counts(conn: psycopg.AsyncConnection, doc_id: str) -> dict[str, i
 
 
 async def sheet_rows(
-    conn: psycopg.AsyncConnection, unit_id: int, lo: int, hi: int
+    conn: psycopg.AsyncConnection,
+    unit_id: int,
+    lo: int,
+    hi: int,
+    columns: tuple[int, int] | None = None,
 ) -> list[SheetRow]:
-    """Rows lo..hi (1-based, inclusive) of one sheet unit."""
+    """Rows lo..hi (1-based, inclusive) of one sheet unit; only the cells of columns
+    first..last (1-based, inclusive) when given, so a wide sheet is not read whole."""
+    sql, params = SHEET_ROWS_SQL, {"unit": unit_id, "lo": lo, "hi": hi}
+    if columns is not None:
+        sql = SHEET_ROW_CELLS_SQL
+        params |= {"first": columns[0], "last": columns[1]}
     async with conn.cursor(row_factory=class_row(SheetRow)) as cur:
-        await cur.execute(SHEET_ROWS_SQL, {"unit": unit_id, "lo": lo, "hi": hi})
+        await cur.execute(sql, params)
         return await cur.fetchall()

@@ -43,10 +43,11 @@ from tests.support.scope_leaks import (
 )
 from tests.support.searxng import FakeSearxng
 
+CONTENT_RESOURCE = "pgrag://documents/{document_id}/content{?start}"
 RESOURCES = [
     *refs_to("core", "pgrag://documents/{document_id}", "doc", {}, ("id", "file name")),
-    *refs_to("core", "pgrag://documents/{document_id}/content", "huge", {}, ("id",)),
-    *refs_to("core", "pgrag://documents/{document_id}/content", "failed", {}, ("id",)),
+    *refs_to("core", CONTENT_RESOURCE, "huge", {}, ("id",)),
+    *refs_to("core", CONTENT_RESOURCE, "failed", {}, ("id",)),
     Probe("core", "resources/list", "first page", {}, check=only_a),
     Probe(
         "core",
@@ -386,7 +387,7 @@ CONTROLS = [  # toolset, target, arguments, what the answer with A's data holds
     ("core", "get_status", {"document_id": "$a_path"}, "$a"),
     ("core", "get_embedding", {"text": OTHER_TEXT}, "dimensions"),
     ("core", "pgrag://documents/{document_id}", {"document_id": "$a"}, "$a_path"),
-    ("core", "pgrag://documents/{document_id}/content", {"document_id": "$a"}, "heron"),
+    ("core", CONTENT_RESOURCE, {"document_id": "$a"}, "heron"),
     ("core", "resources/list", {}, "$a"),
     ("ldims", "ldims://docs/{document_id}/extracted_content", {"document_id": "$a"}, "heron"),
     ("ldims", "searchDocuments", {"query": "heron", "filters": {"searchMode": "exact"}}, "$a"),

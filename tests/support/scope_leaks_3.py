@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,8 @@ async def run(dep: Deployment, who: str, probe: Probe, args: dict[str, Any]) -> 
     if probe.kind == "tool":
         return await call_tool(dep.clients[who], probe.target, args)
     if probe.kind == "resource":
-        return await read_resource(dep.clients[who], probe.target.format(**args))
+        uri = re.sub(r"\{\?\w+\}", "", probe.target)  # an RFC 6570 query part: omitted
+        return await read_resource(dep.clients[who], uri.format(**args))
     if probe.kind == "resources/list":
         return await list_resources(dep.clients[who], args.get("cursor"))
     return await call_rest(dep.rest[who], probe.target, args)

@@ -4,6 +4,7 @@ bodies (as MCP errors whose `code` keeps pgrag's stable code)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from mcp.server import MCPServer
@@ -19,7 +20,8 @@ from mcp_types import INVALID_PARAMS
 from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_trace_id
 from pgrag.mcp import sdk
 from pgrag.mcp.app_state import scope_of, state_of
-from pgrag.mcp.resources import RESOURCE_ERROR
+from pgrag.mcp.resources import RESOURCE_ERROR, content_uri
+from pgrag.mcp.text_parts import text_part, with_note
 from pgrag.services import documents as docs
 
 
@@ -119,7 +121,8 @@ async def extracted_content(document_id: str, ctx: Context[Any, Any]) -> tuple[s
         "extractedAt": iso(doc.row.ingested_at),
         "format": doc.file_type,
     }
-    return text, meta
+    part = await asyncio.to_thread(text_part, text, 0)  # the rest: the core resource's ?start=
+    return with_note(part, content_uri(doc.id, part.end)), meta
 
 
 def register_extracted_content(server: MCPServer[Any]) -> None:

@@ -4,33 +4,24 @@ text (cut to the response cap); failures are `isError` results with LDIMS's erro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
 from pgrag.errors import PgragError
+from pgrag.mcp.answer_cap import cap_payload
 from pgrag.mcp.app_state import tool_call
-from pgrag.mcp.envelope import MAX_RESPONSE_BYTES, MAX_RESPONSE_TOKENS, _shrink
-from pgrag.tokens import count_json_tokens
 
 Answer = tuple[CallToolResult, str]  # (the result, the audit outcome)
 
 
 def compat_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
     """The payload as structuredContent and as JSON text, cut to the response cap."""
-    text = json.dumps(payload, ensure_ascii=False)
-    limit = 20_000
-    while (
-        count_json_tokens(text) > MAX_RESPONSE_TOKENS or len(text.encode()) > MAX_RESPONSE_BYTES
-    ) and limit > 200:
-        payload = _shrink(payload, limit)
-        text = json.dumps(payload, ensure_ascii=False)
-        limit //= 2
+    capped = cap_payload(payload)
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=payload,
+        content=[TextContent(type="text", text=capped.text)],
+        structured_content=capped.payload,
         is_error=is_error,
     )
 

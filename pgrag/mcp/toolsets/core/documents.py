@@ -9,7 +9,7 @@ from pydantic import Field
 
 from pgrag.mcp.app_state import enveloped, scope_of, state_of
 from pgrag.mcp.envelope import Envelope
-from pgrag.mcp.paged import PagedCall, model_tokens
+from pgrag.mcp.paged import PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import (
     ChunkItem,
     DocumentContentData,
@@ -122,12 +122,15 @@ async def get_document_data(
     if format == "chunks":
         return await _chunks_page(call, scope_of(ctx), document_id, max_tokens)
     doc, texts = await pages.section_texts(call.state.pool, scope_of(ctx), document_id, section)
-    text_page = call.cut(texts[call.offset :], len(texts), max_tokens)
+    pieces = pages.text_pieces(texts)
+    text_page = call.cut(
+        pieces[call.offset :], len(pieces), max_tokens, lambda p: json_tokens(p.text)
+    )
     return text_page.envelope(
         DocumentContentData(
             document_id=doc.id,
             format=format,
-            content="\n\n".join(text_page.items),
+            content=pages.join_pieces(text_page.items),
             section=section,
             token_count=text_page.tokens,
         )

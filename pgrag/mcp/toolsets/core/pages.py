@@ -11,6 +11,7 @@ from pgrag.mcp.app_state import enveloped, scope_of
 from pgrag.mcp.paged import PagedCall, json_tokens, model_tokens
 from pgrag.mcp.schemas import PageItem, PagesData, SheetData, SlideItem, SlidesData
 from pgrag.mcp.toolsets.core.common import DocumentId, MaxTokens, Token, result
+from pgrag.paging import page_budget
 from pgrag.services import pages
 from pgrag.services.ranges import parse_cell_range
 
@@ -59,13 +60,32 @@ async def get_sheet_data(
     continuation_token: Token = None,
 ) -> result(SheetData):  # type: ignore[valid-type]
     """Rows of a spreadsheet (xlsx, xls, ods, csv) as displayed, with the header row,
-    optionally limited to a sheet and an A1 cell range; paged by token budget."""
+    optionally limited to a sheet and an A1 cell range; paged by token budget. A sheet too
+    wide for the budget comes in column windows: every row of the first columns, then of
+    the next ones (`first_column` says where a page's cells start)."""
     call = PagedCall.of(ctx, continuation_token, document_id, sheet_name, cell_range)
     bounds = parse_cell_range(cell_range)
+    window = pages.SheetWindow(int(call.position.get("c", 0)), int(call.position.get("w", 0)))
     sheet = await pages.read_sheet(
-        call.state.pool, scope_of(ctx), document_id, sheet_name, bounds, call.offset
+        call.state.pool,
+        scope_of(ctx),
+        document_id,
+        sheet_name,
+        bounds,
+        call.offset,
+        window,
+        page_budget(max_tokens),
     )
-    page = call.cut(sheet.rows, sheet.remaining, max_tokens, lambda r: json_tokens(r) + 1)
+    page = call.cut(
+        sheet.rows,
+        sheet.remaining,
+        max_tokens,
+        lambda r: json_tokens(r) + 1,
+        extra={"c": window.start, "w": sheet.width},  # the window stays while its rows page
+        spent=json_tokens(sheet.headers),
+    )
+    if not page.has_more and sheet.more_columns:  # the next columns, from the top
+        page = call.resume_at(page, {"c": window.start + sheet.width})
     return page.envelope(
         SheetData(
             document_id=sheet.doc.id,
@@ -73,6 +93,7 @@ async def get_sheet_data(
             headers=sheet.headers,
             rows=page.items,
             first_row=sheet.first_row,
+            first_column=sheet.first_column,
             total_rows=sheet.total_rows,
             columns=sheet.columns,
             available_sheets=sheet.available_sheets,
