@@ -69,7 +69,7 @@ def serve(
             return
         from pgrag.http.app import create_app, run_http
 
-        app = create_app(settings, host=host, watch=list(watch))
+        app = create_app(settings, host=host, port=port, watch=list(watch))
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
         _announce_when_started(
             app,

@@ -1,0 +1,143 @@
+"""OAuth 2.1 against a live `pgrag serve --transport http` (tests/support/oauth.py): the
+flow over plain HTTP through the consent page, grants limited to collections, refresh
+rotation, revocation, and bearer keys beside OAuth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.support.kb_server import HttpServer
+from tests.support.oauth import (
+    ADMIN_PASSWORD,
+    ALPHA,
+    BETA,
+    KEY,
+    Flow,
+    bearer,
+    oauth_database,
+    oauth_server,
+)
+
+
+@pytest.fixture(scope="module")
+def oauth_dsn(
+    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with oauth_database(server_dsn, tmp_path_factory.mktemp("oauth")) as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def server(oauth_dsn: str) -> Iterator[HttpServer]:
+    with oauth_server(oauth_dsn) as s:
+        yield s
+
+
+@pytest.fixture
+def flow(server: HttpServer) -> Iterator[Flow]:
+    with httpx2.Client(timeout=30) as http:
+        f = Flow(server.base, http)
+        f.register()
+        yield f
+
+
+def collections_found(base: str, headers: dict[str, str]) -> set[str]:
+    r = httpx2.get(base + "/api/search", params={"q": "lighthouse", "limit": 10}, headers=headers)
+    assert r.status_code == 200, r.text
+    return {Path(hit["path"]).stem for hit in r.json()["results"]}  # alpha.md, beta.md
+
+
+def test_discovery_starts_from_a_401(server: HttpServer) -> None:
+    r = httpx2.post(server.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status_code == 401
+    challenge = r.headers["www-authenticate"]
+    resource_metadata = f"{server.base}/.well-known/oauth-protected-resource"
+    assert f'resource_metadata="{resource_metadata}"' in challenge
+    assert r.json()["error"]["data"]["code"] == "UNAUTHORIZED"  # the JSON-RPC body stays
+    prm = httpx2.get(resource_metadata).json()
+    assert prm["resource"] == server.base and prm["authorization_servers"] == [server.base]
+    asm = httpx2.get(server.base + "/.well-known/oauth-authorization-server").json()
+    assert asm["issuer"] == server.base
+    assert asm["code_challenge_methods_supported"] == ["S256"]
+    assert asm["registration_endpoint"] == server.base + "/register"
+    sent = httpx2.get(server.base + "/api/search?q=x", headers=bearer("not-a-token"))
+    assert sent.status_code == 401
+    assert 'error="invalid_token"' in sent.headers["www-authenticate"]
+
+
+def test_token_reads_granted_collections_refreshes_and_is_revoked(flow: Flow) -> None:
+    tokens = flow.tokens(collections=(ALPHA,))
+    assert tokens["scope"] == "pgrag:read"
+    assert collections_found(flow.base, bearer(tokens["access_token"])) == {ALPHA}
+    assert collections_found(flow.base, bearer(KEY)) == {ALPHA, BETA}  # keys still work
+    renewed = flow.refresh(tokens["refresh_token"])
+    assert renewed.status_code == 200, renewed.text
+    fresh = renewed.json()
+    assert fresh["refresh_token"] != tokens["refresh_token"]
+    assert collections_found(flow.base, bearer(fresh["access_token"])) == {ALPHA}
+    revoked = flow.http.post(
+        flow.base + "/revoke",
+        # the SDK's revocation form wants client_secret present, even empty for a public client
+        data={"client_id": flow.client_id, "client_secret": "", "token": fresh["access_token"]},
+    )
+    assert revoked.status_code == 200
+    for token in (fresh["access_token"], tokens["access_token"]):
+        r = httpx2.get(flow.base + "/api/search?q=lighthouse", headers=bearer(token))
+        assert r.status_code == 401
+    assert flow.refresh(fresh["refresh_token"]).json()["error"] == "invalid_grant"
+
+
+def test_read_token_cannot_write(flow: Flow) -> None:
+    tokens = flow.tokens(access="read")
+    headers = bearer(tokens["access_token"])
+    r = httpx2.delete(
+        flow.base + "/api/documents/00000000-0000-0000-0000-000000000000", headers=headers
+    )
+    assert r.status_code == 403
+    assert 'error="insufficient_scope"' in r.headers["www-authenticate"]
+    assert 'scope="pgrag:write"' in r.headers["www-authenticate"]
+    assert r.json()["errorDetails"]["scope"] == "pgrag:write"
+    writer = flow.tokens(access="write")
+    r = httpx2.delete(
+        flow.base + "/api/documents/00000000-0000-0000-0000-000000000000",
+        headers=bearer(writer["access_token"]),
+    )
+    assert r.status_code == 404  # past auth: the document does not exist
+
+
+def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:
+    tokens = flow.tokens(key=ADMIN_PASSWORD, collections=(BETA,))
+    assert collections_found(flow.base, bearer(tokens["access_token"])) == {BETA}
+    assert (
+        httpx2.get(flow.base + "/api/search?q=x", headers=bearer(ADMIN_PASSWORD)).status_code == 401
+    )
+    page = flow.http.get(flow.base + "/console/oauth/clients")
+    assert page.status_code == 200 and "Test Client" in page.text
+    grant = page.text.split('data-grant="')[1].split('"')[0]
+    from tests.support.oauth import hidden
+
+    r = flow.http.post(
+        f"{flow.base}/console/oauth/clients/{grant}/revoke",
+        data={"csrf": hidden(page.text, "csrf")},
+    )
+    assert r.status_code == 303
+    r = httpx2.get(flow.base + "/api/search?q=x", headers=bearer(tokens["access_token"]))
+    assert r.status_code == 401
+
+
+def test_tokens_survive_a_restart_and_are_bound_to_their_resource(
+    server: HttpServer, flow: Flow, oauth_dsn: str
+) -> None:
+    """Another process on the same database: with the same public URL it accepts the token
+    (state in PostgreSQL, nothing in memory); with its own URL the token is for another
+    resource and refused."""
+    token = flow.tokens()["access_token"]
+    with oauth_server(oauth_dsn, PGRAG_PUBLIC_URL=server.base) as same:
+        assert collections_found(same.base, bearer(token)) == {ALPHA, BETA}
+    with oauth_server(oauth_dsn) as other:
+        r = httpx2.get(other.base + "/api/search?q=x", headers=bearer(token))
+        assert r.status_code == 401
