@@ -4,11 +4,9 @@ rotation, revocation, and bearer keys beside OAuth."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
-import pytest
 
 from tests.support.kb_server import HttpServer
 from tests.support.oauth import (
@@ -18,31 +16,11 @@ from tests.support.oauth import (
     KEY,
     Flow,
     bearer,
-    oauth_database,
+    hidden,
     oauth_server,
 )
 
-
-@pytest.fixture(scope="module")
-def oauth_dsn(
-    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    with oauth_database(server_dsn, tmp_path_factory.mktemp("oauth")) as dsn:
-        yield dsn
-
-
-@pytest.fixture(scope="module")
-def server(oauth_dsn: str) -> Iterator[HttpServer]:
-    with oauth_server(oauth_dsn) as s:
-        yield s
-
-
-@pytest.fixture
-def flow(server: HttpServer) -> Iterator[Flow]:
-    with httpx2.Client(timeout=30) as http:
-        f = Flow(server.base, http)
-        f.register()
-        yield f
+pytest_plugins = ("tests.support.oauth_fixtures",)
 
 
 def collections_found(base: str, headers: dict[str, str]) -> set[str]:
@@ -51,20 +29,20 @@ def collections_found(base: str, headers: dict[str, str]) -> set[str]:
     return {Path(hit["path"]).stem for hit in r.json()["results"]}  # alpha.md, beta.md
 
 
-def test_discovery_starts_from_a_401(server: HttpServer) -> None:
-    r = httpx2.post(server.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+def test_discovery_starts_from_a_401(oauth_http: HttpServer) -> None:
+    r = httpx2.post(oauth_http.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert r.status_code == 401
     challenge = r.headers["www-authenticate"]
-    resource_metadata = f"{server.base}/.well-known/oauth-protected-resource"
+    resource_metadata = f"{oauth_http.base}/.well-known/oauth-protected-resource"
     assert f'resource_metadata="{resource_metadata}"' in challenge
     assert r.json()["error"]["data"]["code"] == "UNAUTHORIZED"  # the JSON-RPC body stays
     prm = httpx2.get(resource_metadata).json()
-    assert prm["resource"] == server.base and prm["authorization_servers"] == [server.base]
-    asm = httpx2.get(server.base + "/.well-known/oauth-authorization-server").json()
-    assert asm["issuer"] == server.base
+    assert prm["resource"] == oauth_http.base and prm["authorization_servers"] == [oauth_http.base]
+    asm = httpx2.get(oauth_http.base + "/.well-known/oauth-authorization-server").json()
+    assert asm["issuer"] == oauth_http.base
     assert asm["code_challenge_methods_supported"] == ["S256"]
-    assert asm["registration_endpoint"] == server.base + "/register"
-    sent = httpx2.get(server.base + "/api/search?q=x", headers=bearer("not-a-token"))
+    assert asm["registration_endpoint"] == oauth_http.base + "/register"
+    sent = httpx2.get(oauth_http.base + "/api/search?q=x", headers=bearer("not-a-token"))
     assert sent.status_code == 401
     assert 'error="invalid_token"' in sent.headers["www-authenticate"]
 
@@ -118,8 +96,6 @@ def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:
     page = flow.http.get(flow.base + "/console/oauth/clients")
     assert page.status_code == 200 and "Test Client" in page.text
     grant = page.text.split('data-grant="')[1].split('"')[0]
-    from tests.support.oauth import hidden
-
     r = flow.http.post(
         f"{flow.base}/console/oauth/clients/{grant}/revoke",
         data={"csrf": hidden(page.text, "csrf")},
@@ -130,13 +106,13 @@ def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:
 
 
 def test_tokens_survive_a_restart_and_are_bound_to_their_resource(
-    server: HttpServer, flow: Flow, oauth_dsn: str
+    oauth_http: HttpServer, flow: Flow, oauth_dsn: str
 ) -> None:
     """Another process on the same database: with the same public URL it accepts the token
     (state in PostgreSQL, nothing in memory); with its own URL the token is for another
     resource and refused."""
     token = flow.tokens()["access_token"]
-    with oauth_server(oauth_dsn, PGRAG_PUBLIC_URL=server.base) as same:
+    with oauth_server(oauth_dsn, PGRAG_PUBLIC_URL=oauth_http.base) as same:
         assert collections_found(same.base, bearer(token)) == {ALPHA, BETA}
     with oauth_server(oauth_dsn) as other:
         r = httpx2.get(other.base + "/api/search?q=x", headers=bearer(token))
