@@ -140,11 +140,13 @@ def test_consent_needs_the_csrf_token(flow: Flow) -> None:
     for csrf in ({}, {"csrf": "forged"}):
         r = flow.http.post(flow.base + "/console/oauth/consent", data={**form, **csrf})
         assert r.status_code == 403 and "location" not in r.headers
-    with httpx2.Client(timeout=30) as stranger:  # another browser: no session at all
+    with httpx2.Client(
+        timeout=30
+    ) as stranger:  # another browser, its own CSRF token: not signed in
         page = stranger.get(started.headers["location"])
         r = stranger.post(
             flow.base + "/console/oauth/consent", data={**form, "csrf": hidden(page.text, "csrf")}
         )
-        assert r.status_code == 403 and "location" not in r.headers
+        assert r.status_code == 303 and r.headers["location"] == "/console/login"
     r = flow.consent(started.headers["location"])  # the real owner still can
     assert r.status_code == 303 and "code" in query_of(r.headers["location"])
