@@ -109,6 +109,11 @@ class Settings(BaseSettings):
         None,
         description="console sign-in for the owner (full access), e.g. to approve OAuth clients",
     )
+    oauth_loopback_clients: bool = Field(
+        False,
+        description="accept OAuth client ID metadata documents over plain HTTP on loopback "
+        "(tests and local development; otherwise HTTPS only)",
+    )
     oauth_access_ttl: int = Field(
         3600, ge=60, le=86400, description="seconds an OAuth access token lives"
     )

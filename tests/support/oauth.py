@@ -62,6 +62,7 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
         "PGRAG_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "PGRAG_READ_ONLY": "false",
         "PGRAG_TOOLSETS": "core,write",
+        "PGRAG_OAUTH_LOOPBACK_CLIENTS": "true",  # client ID documents served by the tests
         **env,
     }
     with http_server(dsn, "--embedding-model", HASH_MODEL, env=settings) as server:

@@ -9,8 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.routes import (
+    build_metadata,
     build_resource_metadata_url,
+    cors_middleware,
     create_auth_routes,
     create_protected_resource_routes,
 )
@@ -26,6 +29,7 @@ from pgrag.services.oauth import SCOPES, OAuthScope
 from pgrag.settings import Settings
 
 CONSENT_PATH = "/console/oauth/consent"
+AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
 OPEN_PATHS = ("/authorize", "/token", "/register", "/revoke")
 WELL_KNOWN = "/.well-known/"
 
@@ -69,19 +73,29 @@ class OAuthGate:
             resource=self.resource,
             consent_url=base + CONSENT_PATH,
             ttl_s=(settings.oauth_access_ttl, settings.oauth_refresh_ttl),
+            loopback_clients=settings.oauth_loopback_clients,
         )
 
     def routes(self) -> list[Route]:
         registration = ClientRegistrationOptions(
             enabled=True, valid_scopes=SCOPES, default_scopes=SCOPES
         )
+        revocation = RevocationOptions(enabled=True)
+        issuer = URL.validate_python(self.issuer)
+        server_routes = create_auth_routes(
+            self.provider,
+            issuer,
+            client_registration_options=registration,
+            revocation_options=revocation,
+        )
+        # the SDK's metadata, plus what it cannot say: client ID metadata documents work
+        metadata = build_metadata(issuer, None, registration, revocation)
+        metadata.client_id_metadata_document_supported = True
+        for route in server_routes:
+            if route.path == AS_METADATA_PATH:
+                route.app = cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"])
         return [
-            *create_auth_routes(
-                self.provider,
-                URL.validate_python(self.issuer),
-                client_registration_options=registration,
-                revocation_options=RevocationOptions(enabled=True),
-            ),
+            *server_routes,
             *create_protected_resource_routes(
                 URL.validate_python(self.resource),
                 [URL.validate_python(self.issuer)],

@@ -22,8 +22,9 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from psycopg_pool import AsyncConnectionPool
 from pydantic import AnyUrl
 
+from pgrag.http.oauth.client_documents import client_from_document, is_document_id
 from pgrag.services import oauth as decisions
-from pgrag.services.oauth import digest, new_secret
+from pgrag.services.oauth import SCOPES, digest, new_secret
 from pgrag.store import oauth as store
 from pgrag.store.oauth import Grant
 
@@ -57,13 +58,23 @@ class PostgresProvider(
         resource: str,
         consent_url: str,
         ttl_s: tuple[int, int],
+        loopback_clients: bool = False,
     ) -> None:
         self._pool = pool
         self.resource = resource
         self.consent_url = consent_url
         self.access_ttl_s, self.refresh_ttl_s = ttl_s
+        self.loopback_clients = loopback_clients
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        """A registered client, or one a client ID metadata document describes (fetched
+        each time, so a changed document counts; kept too, for the grants that name it)."""
+        if is_document_id(client_id):
+            client = await client_from_document(client_id, loopback_allowed=self.loopback_clients)
+            if client is not None:
+                client.scope = client.scope or " ".join(SCOPES)
+                await self.register_client(client)
+            return client
         async with self._pool().connection() as conn:
             info = await store.load_client(conn, client_id)
         return OAuthClientInformationFull.model_validate(info) if info else None
