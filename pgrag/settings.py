@@ -114,6 +114,18 @@ class Settings(BaseSettings):
         description="accept OAuth client ID metadata documents over plain HTTP on loopback "
         "(tests and local development; otherwise HTTPS only)",
     )
+    oauth_issuer: str | None = Field(
+        None,
+        description="trust this external authorization server's JWT access tokens instead of "
+        "pgrag's own server (its `iss`, e.g. `https://id.example.com/realms/main`)",
+    )
+    oauth_jwks_url: str | None = Field(
+        None, description="the external issuer's JWKS; unset: `<issuer>/.well-known/jwks.json`"
+    )
+    oauth_collections_claim: str = Field(
+        "pgrag_collections",
+        description="the external token's claim listing the collections it may read (`*`: all)",
+    )
     oauth_access_ttl: int = Field(
         3600, ge=60, le=86400, description="seconds an OAuth access token lives"
     )

@@ -5,11 +5,6 @@ HTTPS (loopback aside) or whose client_id is not its URL."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx2
@@ -17,36 +12,9 @@ import pytest
 
 from pgrag.http.oauth.client_documents import RefusedDocument, check_url
 from tests.support.kb_server import HttpServer
-from tests.support.oauth import REDIRECT, Flow, bearer
+from tests.support.oauth import REDIRECT, Flow, bearer, json_server
 
 pytest_plugins = ("tests.support.oauth_fixtures",)
-
-
-@contextlib.contextmanager
-def documents(docs: dict[str, Any]) -> Iterator[str]:
-    """A loopback HTTP server answering each path of `docs` with its JSON; its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            doc = docs.get(self.path)
-            body = json.dumps(doc).encode()
-            self.send_response(200 if doc is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def metadata(client_id: str) -> dict[str, Any]:
@@ -64,7 +32,7 @@ def test_a_metadata_document_client_completes_the_flow(oauth_http: HttpServer) -
     asm = httpx2.get(oauth_http.base + "/.well-known/oauth-authorization-server").json()
     assert asm["client_id_metadata_document_supported"] is True
     docs: dict[str, Any] = {}
-    with documents(docs) as base, httpx2.Client(timeout=30) as http:
+    with json_server(docs) as base, httpx2.Client(timeout=30) as http:
         client_id = base + "/client.json"
         docs["/client.json"] = metadata(client_id)
         f = Flow(oauth_http.base, http, client_id=client_id)
@@ -78,7 +46,7 @@ def test_a_metadata_document_client_completes_the_flow(oauth_http: HttpServer) -
 
 def test_a_document_must_name_its_own_url(oauth_http: HttpServer) -> None:
     docs: dict[str, Any] = {}
-    with documents(docs) as base, httpx2.Client(timeout=30) as http:
+    with json_server(docs) as base, httpx2.Client(timeout=30) as http:
         docs["/liar.json"] = metadata("https://trusted.example/client.json")
         f = Flow(oauth_http.base, http, client_id=base + "/liar.json")
         r = f.authorize()

@@ -71,7 +71,8 @@ def create_app(
     oauth = oauth_gate(settings, keys, host, port, shared)
     if oauth is not None:  # OAuth 2.1 beside the keys (pgrag/http/oauth)
         app.router.routes.extend(oauth.routes())
-        app.state.oauth_issuer = oauth.issuer
+        if oauth.own_server:  # the consent page answers only for pgrag's own server
+            app.state.oauth_issuer = oauth.issuer
     console_keys = [*keys, *admin_keys(settings)]
     console.mount(
         app,

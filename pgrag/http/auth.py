@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgrag.http.jsonrpc import send_error
-from pgrag.http.oauth.mount import OAuthGate
+from pgrag.http.oauth.gate import OAuthGate
 from pgrag.services.identity import set_identity, set_may_write
 from pgrag.settings import Settings
 

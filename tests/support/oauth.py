@@ -7,11 +7,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import re
 import secrets
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -67,6 +70,33 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
     }
     with http_server(dsn, "--embedding-model", HASH_MODEL, env=settings) as server:
         yield server
+
+
+@contextlib.contextmanager
+def json_server(docs: dict[str, Any]) -> Iterator[str]:
+    """A loopback HTTP server answering each path of `docs` with its JSON; its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            doc = docs.get(self.path)
+            body = json.dumps(doc).encode()
+            self.send_response(200 if doc is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def pkce() -> tuple[str, str]:

@@ -7,49 +7,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.routes import (
     build_metadata,
-    build_resource_metadata_url,
     cors_middleware,
     create_auth_routes,
-    create_protected_resource_routes,
 )
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from psycopg_pool import AsyncConnectionPool
-from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.routing import Route
 
 from pgrag.errors import ErrorCode, PgragError
+from pgrag.http.oauth.external import ExternalIssuer
+from pgrag.http.oauth.gate import URL, OAuthGate, Principal
 from pgrag.http.oauth.provider import PostgresProvider, same_resource
 from pgrag.services.context import SharedContext
-from pgrag.services.oauth import SCOPES, OAuthScope
+from pgrag.services.oauth import SCOPES
 from pgrag.settings import Settings
 
 CONSENT_PATH = "/console/oauth/consent"
 AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
 OPEN_PATHS = ("/authorize", "/token", "/register", "/revoke")
 WELL_KNOWN = "/.well-known/"
-
-
-# as the SDK's metadata models read URLs: an origin stays without a trailing slash, so the
-# issuer, the resource and the `iss` of a redirect compare equal as strings (RFC 8414/9207)
-URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Whom an OAuth access token speaks for."""
-
-    caller: str
-    collections: list[str] | None
-    scopes: list[str]
-
-    @property
-    def may_write(self) -> bool:
-        return OAuthScope.WRITE.value in self.scopes
 
 
 def public_url(settings: Settings, host: str, port: int) -> str:
@@ -61,13 +41,13 @@ def public_url(settings: Settings, host: str, port: int) -> str:
     return f"http://{name}:{port}"
 
 
-class OAuthGate:
-    """The routes to mount and the checks BearerAuth makes for OAuth."""
+class OwnServer(OAuthGate):
+    """pgrag as its own authorization server: the SDK's routes over PostgresProvider."""
+
+    own_server = True
 
     def __init__(self, settings: Settings, base: str, pool: Callable[[], AsyncConnectionPool]):
-        self.issuer = base
-        self.resource = base
-        self.metadata_url = str(build_resource_metadata_url(URL.validate_python(base)))
+        super().__init__(base, base)
         self.provider = PostgresProvider(
             pool,
             resource=self.resource,
@@ -94,22 +74,12 @@ class OAuthGate:
         for route in server_routes:
             if route.path == AS_METADATA_PATH:
                 route.app = cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"])
-        return [
-            *server_routes,
-            *create_protected_resource_routes(
-                URL.validate_python(self.resource),
-                [URL.validate_python(self.issuer)],
-                scopes_supported=SCOPES,
-                resource_name="pgrag",
-            ),
-        ]
+        return [*server_routes, *super().routes()]
 
-    @staticmethod
-    def is_open(path: str) -> bool:
-        return path in OPEN_PATHS or path.startswith(WELL_KNOWN)
+    def is_open(self, path: str) -> bool:
+        return path in OPEN_PATHS or super().is_open(path)
 
     async def verify(self, token: str) -> Principal | None:
-        """A live access token issued for this server's resource, or None."""
         access = await self.provider.load_access_token(token)
         if access is None or (access.expires_at or 0) < time.time():
             return None
@@ -117,25 +87,21 @@ class OAuthGate:
             return None
         return Principal("oauth:" + access.client_id[:12], access.collections, access.scopes)
 
-    def challenge(self, error: str | None = None, scope: str | None = None) -> bytes:
-        """`WWW-Authenticate` for a 401 (no or bad token) or a 403 (missing scope)."""
-        parts = [f'resource_metadata="{self.metadata_url}"']
-        if error:
-            parts.insert(0, f'error="{error}"')
-        parts.append(f'scope="{scope or " ".join(SCOPES)}"')
-        return ("Bearer " + ", ".join(parts)).encode()
-
 
 def oauth_gate(
     settings: Settings, keys: Sequence[object], host: str, port: int, shared: SharedContext
 ) -> OAuthGate | None:
-    """OAuth when authentication is on (keys or an admin password) and not turned off."""
+    """OAuth when authentication is on (keys or an admin password) and not turned off:
+    tokens of an external issuer (PGRAG_OAUTH_ISSUER) or of pgrag's own server."""
     if not settings.oauth or not (keys or settings.admin_password):
         return None
+    base = public_url(settings, host, port)
+    if settings.oauth_issuer:
+        return ExternalIssuer(settings, base)
 
     def pool() -> AsyncConnectionPool:
         if shared.context is None:
             raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
         return shared.context.pool
 
-    return OAuthGate(settings, public_url(settings, host, port), pool)
+    return OwnServer(settings, base, pool)
