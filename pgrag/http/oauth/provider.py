@@ -7,7 +7,8 @@ Access tokens are short-lived and bound to this server's resource URL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -19,6 +20,7 @@ from mcp.server.auth.provider import (
     TokenError,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import AnyUrl
 
@@ -26,7 +28,9 @@ from pgrag.http.oauth.client_documents import client_from_document, is_document_
 from pgrag.services import oauth as decisions
 from pgrag.services.oauth import SCOPES, digest, new_secret
 from pgrag.store import oauth as store
-from pgrag.store.oauth import Grant
+from pgrag.store.oauth import Grant, StoredCode, StoredToken
+
+S = TypeVar("S", StoredCode, StoredToken)
 
 
 class GrantedCode(AuthorizationCode):
@@ -100,11 +104,8 @@ class PostgresProvider(
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> GrantedCode | None:
-        async with self._pool().connection() as conn:
-            found = await store.load_code(conn, digest(authorization_code))
-            if found is not None and found.used:  # a replayed code: end what it gave
-                await store.revoke_grant(conn, found.grant.id)
-        if found is None or found.used or found.grant.revoked:
+        found = await self._live(lambda conn: store.load_code(conn, digest(authorization_code)))
+        if found is None:
             return None
         return GrantedCode(
             code=authorization_code,
@@ -131,11 +132,10 @@ class PostgresProvider(
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> GrantedRefresh | None:
-        async with self._pool().connection() as conn:
-            found = await store.load_token(conn, digest(refresh_token), "refresh")
-            if found is not None and found.used:  # replay after rotation: end the family
-                await store.revoke_grant(conn, found.grant.id)
-        if found is None or found.used or found.grant.revoked:
+        found = await self._live(
+            lambda conn: store.load_token(conn, digest(refresh_token), "refresh")
+        )
+        if found is None:
             return None
         return GrantedRefresh(
             token=refresh_token,
@@ -154,7 +154,20 @@ class PostgresProvider(
             if not await store.rotate(conn, digest(refresh_token.token)):
                 await store.revoke_grant(conn, refresh_token.grant_id)
                 raise TokenError("invalid_grant", "refresh token already used")
-        return await self._issue(refresh_token.grant_id, scopes)
+        # a token carries its grant's scopes: the response says so when fewer were asked
+        return await self._issue(refresh_token.grant_id, refresh_token.scopes)
+
+    async def _live(self, lookup: Callable[[AsyncConnection], Awaitable[S | None]]) -> S | None:
+        """What `lookup` finds, unless its grant is revoked or it was used before: a code
+        presented twice, or a refresh token after rotation, is a replay that ends the grant
+        (the legitimate client and a thief cannot be told apart)."""
+        async with self._pool().connection() as conn:
+            found = await lookup(conn)
+            if found is not None and found.used:
+                await store.revoke_grant(conn, found.grant.id)
+        if found is None or found.used or found.grant.revoked:
+            return None
+        return found
 
     async def _issue(self, grant_id: int, scopes: list[str]) -> OAuthToken:
         access, refresh = new_secret(), new_secret()
