@@ -5,8 +5,12 @@ rotation, revocation, and bearer keys beside OAuth."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.kb_server import HttpServer
 from tests.support.oauth import (
@@ -85,6 +89,28 @@ def test_read_token_cannot_write(flow: Flow) -> None:
         headers=bearer(writer["access_token"]),
     )
     assert r.status_code == 404  # past auth: the document does not exist
+
+
+async def mcp_error(server: HttpServer, token: str, tool: str, args: dict[str, Any]) -> Any:
+    """The error body of an MCP tool call made with `token` (None when it succeeded)."""
+    async with (
+        httpx2.AsyncClient(headers=bearer(token), timeout=60) as hc,
+        Client(streamable_http_client(server.mcp_url, http_client=hc)) as client,
+    ):
+        result = await client.call_tool(tool, args)
+    return (result.structured_content or {}).get("error") if result.is_error else None
+
+
+@pytest.mark.anyio
+async def test_read_token_cannot_call_write_tools(oauth_http: HttpServer, flow: Flow) -> None:
+    args = {"document_id": "00000000-0000-0000-0000-000000000000"}
+    reader = flow.tokens(access="read")["access_token"]
+    error = await mcp_error(oauth_http, reader, "delete_document", args)
+    assert error["code"] == "FORBIDDEN"
+    assert error["detail"] == {"error": "insufficient_scope", "scope": "pgrag:write"}
+    writer = flow.tokens(access="write")["access_token"]
+    error = await mcp_error(oauth_http, writer, "delete_document", args)
+    assert error["code"] == "NOT_FOUND"  # past the scope check
 
 
 def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:
