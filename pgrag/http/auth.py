@@ -101,24 +101,21 @@ class BearerAuth:
             set_identity(key.caller, key.collections)
             await self.app(scope, receive, send)
             return
-        principal = await self.oauth.verify(token) if self.oauth and token else None
-        if principal is None:
-            challenge = self._challenge("invalid_token" if token else None)
+        oauth = self.oauth
+        principal = await oauth.verify(token) if oauth is not None and token else None
+        if oauth is None or principal is None:
+            challenge = oauth.challenge("invalid_token" if token else None) if oauth else b"Bearer"
             if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
                 await _unauthorized_jsonrpc(send, sent_key=bool(token), challenge=challenge)
             else:
                 await _unauthorized(send, challenge)
             return
         if not principal.may_write and _writes(scope, path):
-            assert self.oauth is not None
-            await _insufficient_scope(send, self.oauth)
+            await _insufficient_scope(send, oauth)
             return
         set_identity(principal.caller, principal.collections)
         set_may_write(principal.may_write)
         await self.app(scope, receive, send)
-
-    def _challenge(self, error: str | None) -> bytes:
-        return self.oauth.challenge(error) if self.oauth is not None else b"Bearer"
 
 
 def _writes(scope: Scope, path: str) -> bool:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
 from pgrag.db.scope import scoped_connection
-from pgrag.errors import Forbidden, NotFound
+from pgrag.errors import Forbidden, InvalidArgument, NotFound
 from pgrag.services import oauth
 from pgrag.services.oauth import Decision, OAuthScope
 from pgrag.store.collections import list_collections
@@ -111,7 +111,9 @@ async def consent_decide(
     scopes = [OAuthScope.READ.value]
     if access == "write":
         scopes.append(OAuthScope.WRITE.value)
-    chosen = None if not collection or "*" in collection else sorted(set(collection))
+    if not collection:
+        raise InvalidArgument("choose the collections the client may read")
+    chosen = None if "*" in collection else sorted(set(collection))
     granted = Decision(scopes, chosen)
     oauth.check_decision(asked, granted, caller.scope)
     back = await oauth.approve(pool, request, caller.name, granted, issuer)
