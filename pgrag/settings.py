@@ -297,6 +297,10 @@ class Settings(BaseSettings):
     def toolset_list(self) -> list[str]:
         return self.toolsets.split(",")
 
+    def oauth_on(self, *, has_keys: bool) -> bool:
+        """OAuth whenever authentication is on (keys or an admin password), unless off."""
+        return self.oauth and (has_keys or self.admin_password is not None)
+
     @property
     def uses_embedded_postgres(self) -> bool:
         return not self.database_url

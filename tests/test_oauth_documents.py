@@ -64,5 +64,12 @@ def test_a_document_url_must_be_https(oauth_http: HttpServer) -> None:
         check_url("http://127.0.0.1:8/client.json", loopback_allowed=False)
     check_url("http://127.0.0.1:8/client.json", loopback_allowed=True)
     check_url("https://app.example/oauth/client.json", loopback_allowed=False)
+    for internal in (
+        "https://10.0.0.8/c.json",
+        "https://[::1]/c.json",
+        "https://169.254.169.254/c",
+    ):
+        with pytest.raises(RefusedDocument, match="HTTPS"):
+            check_url(internal, loopback_allowed=False)
     with pytest.raises(RefusedDocument, match="path"):
         check_url("https://app.example/", loopback_allowed=False)

@@ -30,23 +30,31 @@ def is_document_id(client_id: str) -> bool:
     return client_id.startswith(("https://", "http://"))
 
 
-def _loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return False
+        return None
+
+
+def _loopback(host: str) -> bool:
+    address = _address(host)
+    return host in LOOPBACK_NAMES or (address is not None and address.is_loopback)
 
 
 def check_url(client_id: str, *, loopback_allowed: bool) -> None:
     parts = urlsplit(client_id)
     if parts.fragment or not parts.path.strip("/"):
         raise RefusedDocument("the client ID URL needs a path and no fragment")
-    if parts.scheme == "https":
+    address = _address(parts.hostname or "")
+    if parts.scheme == "https" and (address is None or address.is_global):
         return
     if not (loopback_allowed and parts.scheme == "http" and _loopback(parts.hostname or "")):
-        raise RefusedDocument("a client ID metadata document must be served over HTTPS")
+        # an internal address is no client's public identity, and fetching it would let
+        # anyone make this server call inside its network
+        raise RefusedDocument(
+            "a client ID metadata document must be served over HTTPS by a public host"
+        )
 
 
 async def _download(url: str) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def oauth_gate(
 ) -> OAuthGate | None:
     """OAuth when authentication is on (keys or an admin password) and not turned off:
     tokens of an external issuer (PGRAG_OAUTH_ISSUER) or of pgrag's own server."""
-    if not settings.oauth or not (keys or settings.admin_password):
+    if not settings.oauth_on(has_keys=bool(keys)):
         return None
     base = public_url(settings, host, port)
     if settings.oauth_issuer:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
-from pgrag.db.scope import scoped_connection
+from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
 from pgrag.services import oauth
 from pgrag.services.oauth import Decision, OAuthScope
@@ -116,6 +116,8 @@ async def consent_decide(
     chosen = None if "*" in collection else sorted(set(collection))
     granted = Decision(scopes, chosen)
     oauth.check_decision(asked, granted, caller.scope)
+    if chosen is not None:  # enforced like a limited key: row-level security's role
+        await ensure_scoping_possible(pool)
     back = await oauth.approve(pool, request, caller.name, granted, issuer)
     return RedirectResponse(back, status_code=303)
 
