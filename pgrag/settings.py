@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pgrag.errors import ConfigError
@@ -118,6 +118,43 @@ class Settings(BaseSettings):
         None,
         description="comma list of browser `Origin`s HTTP accepts besides its own "
         "(`https://app.example.com`, `http://localhost:*`); unset: loopback ones on loopback",
+    )
+    oauth: bool = Field(
+        True,
+        description="OAuth 2.1 for hosted MCP clients beside the keys, whenever authentication "
+        "is on (API keys or an admin password)",
+    )
+    public_url: str | None = Field(
+        None,
+        description="the URL clients reach this server at (`https://rag.example.com`, behind a "
+        "TLS proxy); unset: the bound address. OAuth metadata and token audience use it",
+    )
+    admin_password: SecretStr | None = Field(
+        None,
+        description="console sign-in for the owner (full access), e.g. to approve OAuth clients",
+    )
+    oauth_loopback_clients: bool = Field(
+        False,
+        description="accept OAuth client ID metadata documents over plain HTTP on loopback "
+        "(tests and local development; otherwise HTTPS only)",
+    )
+    oauth_issuer: str | None = Field(
+        None,
+        description="trust this external authorization server's JWT access tokens instead of "
+        "pgrag's own server (its `iss`, e.g. `https://id.example.com/realms/main`)",
+    )
+    oauth_jwks_url: str | None = Field(
+        None, description="the external issuer's JWKS; unset: `<issuer>/.well-known/jwks.json`"
+    )
+    oauth_collections_claim: str = Field(
+        "pgrag_collections",
+        description="the external token's claim listing the collections it may read (`*`: all)",
+    )
+    oauth_access_ttl: int = Field(
+        3600, ge=60, le=86400, description="seconds an OAuth access token lives"
+    )
+    oauth_refresh_ttl: int = Field(
+        30 * 86400, ge=3600, le=365 * 86400, description="seconds an OAuth refresh token lives"
     )
     search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
@@ -239,6 +276,16 @@ class Settings(BaseSettings):
             raise ValueError(f"port {port!r} is not a number")
         return value
 
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        """An origin (the metadata paths are fixed at the root), kept without a slash."""
+        if value is None:
+            return None
+        if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
+            raise ValueError("must be an origin such as https://rag.example.com (no path)")
+        return value.rstrip("/")
+
     @field_validator("toolsets")
     @classmethod
     def _known_toolsets(cls, value: str) -> str:
@@ -290,6 +337,10 @@ class Settings(BaseSettings):
     @cached_property
     def toolset_list(self) -> list[str]:
         return self.toolsets.split(",")
+
+    def oauth_on(self, *, has_keys: bool) -> bool:
+        """OAuth whenever authentication is on (keys or an admin password), unless off."""
+        return self.oauth and (has_keys or self.admin_password is not None)
 
     @property
     def uses_embedded_postgres(self) -> bool:

@@ -261,7 +261,7 @@ async def test_requests_without_a_valid_key_are_refused(kb_http: HttpServer) -> 
                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                 headers={**RAW_HEADERS, **headers},
             )
-            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer ")
             assert r.json()["error"]["data"]["code"] == "UNAUTHORIZED"  # a JSON-RPC error
             for path in ("/sse", "/api/documents", "/api/status", "/readyz", "/openapi.json"):
                 r = await hc.get(kb_http.base + path, headers=headers)

@@ -314,7 +314,8 @@ def test_a_missing_or_wrong_key_is_unauthorized(label: str, writable_schema: Any
             assert r.status_code == 200, r.text
             return
         assert r.status_code == 401, (r.status_code, r.text)
-        assert r.headers["www-authenticate"] == ["Bearer"]
+        [challenge] = r.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and "resource_metadata=" in challenge
         body = r.json()
         assert body["isError"] is True and body["errorCode"] == "UNAUTHORIZED", body
         assert "Bearer" in body["errorMessage"] and body["errorDetails"] == {}

@@ -69,7 +69,7 @@ def serve(
             return
         from pgrag.http.app import create_app, run_http
 
-        app = create_app(settings, host=host, watch=list(watch))
+        app = create_app(settings, host=host, port=port, watch=list(watch))
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
         _announce_when_started(
             app,
@@ -120,8 +120,11 @@ def _modes(settings: Settings, *, read_only: bool, keys: list[Any] | None) -> st
                 + (f", {limited} limited to collections" if limited else "")
                 + ")"
             )
-        else:
+        elif not settings.oauth_on(has_keys=bool(keys)):
             parts.append("auth: off (no PGRAG_API_KEYS: whoever reaches the port may call)")
+        if settings.oauth_on(has_keys=bool(keys)):
+            issuer = settings.oauth_issuer or "pgrag's own authorization server"
+            parts.append(f"OAuth: on ({issuer})")
     parts.append(f"read-only: {'yes' if read_only else 'no'}")
     parts.append(f"toolsets: {settings.toolsets}")
     return "; ".join(parts)

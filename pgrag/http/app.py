@@ -18,11 +18,12 @@ from starlette.routing import BaseRoute, Route
 
 from pgrag import __version__
 from pgrag.db.scope import ensure_scoping_possible
-from pgrag.http.auth import BearerAuth, parse_api_keys
+from pgrag.http.auth import BearerAuth, admin_keys, parse_api_keys
 from pgrag.http.errors import HTTP_STATUS, install_error_handlers
 from pgrag.http.host_guard import HostGuard, host_policy, is_loopback
 from pgrag.http.jsonrpc import QuietRejections
 from pgrag.http.mcp_mode import ResponseModeRouter
+from pgrag.http.oauth.mount import oauth_gate
 from pgrag.http.routes import documents, ops, search
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.server import PgragServer, build_server
@@ -32,7 +33,11 @@ from pgrag.web import app as console
 
 
 def create_app(
-    settings: Settings, *, host: str = "127.0.0.1", watch: list[Path] | None = None
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    watch: list[Path] | None = None,
 ) -> FastAPI:
     """The REST routes, the MCP transports, auth and the Host/Origin guard, over one
     context that the app's lifespan opens and MCP sessions share."""
@@ -63,10 +68,21 @@ def create_app(
     for router in (ops.probes, search.router, documents.router, ops.status):
         app.include_router(router)
     app.router.routes.extend(mcp_routes)
+    oauth = oauth_gate(settings, keys, host, port, shared)
+    if oauth is not None:  # OAuth 2.1 beside the keys (pgrag/http/oauth)
+        app.router.routes.extend(oauth.routes())
+        if oauth.own_server:  # the consent page answers only for pgrag's own server
+            app.state.oauth_issuer = oauth.issuer
+    console_keys = [*keys, *admin_keys(settings)]
     console.mount(
-        app, settings, shared, keys=keys, loopback=is_loopback(host), error_status=HTTP_STATUS
+        app,
+        settings,
+        shared,
+        keys=console_keys,
+        loopback=is_loopback(host),
+        error_status=HTTP_STATUS,
     )
-    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns)
+    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
     app.add_middleware(HostGuard, policy=policy)  # outermost
     return app

@@ -1,5 +1,7 @@
 """Bearer keys for HTTP: `PGRAG_API_KEYS="k1,k2=coll1|coll2"`. Every route but
-/healthz needs a key when keys are configured; a key may be limited to collections."""
+/healthz needs a key when keys are configured; a key may be limited to collections.
+With OAuth on (pgrag/http/oauth) an access token is accepted too, limited to its grant's
+collections and scopes; its metadata and token endpoints are open."""
 
 from __future__ import annotations
 
@@ -12,12 +14,16 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgrag.http.jsonrpc import send_error
-from pgrag.services.identity import set_identity
+from pgrag.http.oauth.gate import OAuthGate
+from pgrag.services.identity import set_identity, set_may_write
+from pgrag.settings import Settings
 
 OPEN_PATHS = {"/healthz"}
 MCP_PATHS = {"/mcp", "/sse"}
 MCP_PREFIXES = ("/messages",)
 UNAUTHORIZED = "Unauthorized: missing or unknown bearer key: send Authorization: Bearer <key>"
+WRITE_PREFIX = "/api/documents"  # REST uploads and deletions need the write scope
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 @dataclass(frozen=True)
@@ -42,15 +48,26 @@ def parse_api_keys(spec: str | None) -> list[ApiKey]:
     return keys
 
 
+def admin_keys(settings: Settings) -> list[ApiKey]:
+    """The admin password as a console sign-in with full access (never a bearer key)."""
+    password = settings.admin_password
+    return [ApiKey(password.get_secret_value(), None)] if password else []
+
+
 class BearerAuth:
     """ASGI middleware: resolve the caller, set their collection scope for this request."""
 
     def __init__(
-        self, app: ASGIApp, keys: list[ApiKey], own_auth: Callable[[str], bool] | None = None
+        self,
+        app: ASGIApp,
+        keys: list[ApiKey],
+        own_auth: Callable[[str], bool] | None = None,
+        oauth: OAuthGate | None = None,
     ) -> None:
         self.app = app
         self.keys = keys
         self.own_auth = own_auth  # paths that authenticate themselves (the web console)
+        self.oauth = oauth
 
     def _match(self, token: str) -> ApiKey | None:
         found = None
@@ -63,29 +80,49 @@ class BearerAuth:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if not self.keys:
+        set_may_write(True)
+        if not self.keys and self.oauth is None:
             set_identity("anonymous", None)
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        if path in OPEN_PATHS or (self.own_auth is not None and self.own_auth(path)):
+        if (
+            path in OPEN_PATHS
+            or (self.own_auth is not None and self.own_auth(path))
+            or (self.oauth is not None and self.oauth.is_open(path))
+        ):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"").decode("latin-1")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         key = self._match(token) if token else None
-        if key is None:
-            if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
-                await _unauthorized_jsonrpc(send, sent_key=bool(token))
-            else:
-                await _unauthorized(send)
+        if key is not None:
+            set_identity(key.caller, key.collections)
+            await self.app(scope, receive, send)
             return
-        set_identity(key.caller, key.collections)
+        oauth = self.oauth
+        principal = await oauth.verify(token) if oauth is not None and token else None
+        if oauth is None or principal is None:
+            challenge = oauth.challenge("invalid_token" if token else None) if oauth else b"Bearer"
+            if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
+                await _unauthorized_jsonrpc(send, sent_key=bool(token), challenge=challenge)
+            else:
+                await _unauthorized(send, challenge)
+            return
+        if not principal.may_write and _writes(scope, path):
+            await _insufficient_scope(send, oauth)
+            return
+        set_identity(principal.caller, principal.collections)
+        set_may_write(principal.may_write)
         await self.app(scope, receive, send)
 
 
-async def _unauthorized(send: Send) -> None:
+def _writes(scope: Scope, path: str) -> bool:
+    return path.startswith(WRITE_PREFIX) and scope.get("method") in WRITE_METHODS
+
+
+async def _unauthorized(send: Send, challenge: bytes) -> None:
     body = json.dumps(
         {
             "isError": True,
@@ -98,13 +135,35 @@ async def _unauthorized(send: Send) -> None:
         {
             "type": "http.response.start",
             "status": 401,
-            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", challenge)],
         }
     )
     await send({"type": "http.response.body", "body": body})
 
 
-async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool) -> None:
+async def _insufficient_scope(send: Send, oauth: OAuthGate) -> None:
+    """403 naming the scope the token lacks (RFC 6750 §3.1), in REST's error body."""
+    body = json.dumps(
+        {
+            "isError": True,
+            "errorCode": "FORBIDDEN",
+            "errorMessage": "this token was granted read access only: "
+            "approve the client again with write access",
+            "errorDetails": {"error": "insufficient_scope", "scope": "pgrag:write"},
+        }
+    ).encode()
+    header = oauth.challenge("insufficient_scope", "pgrag:write")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", header)],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool, challenge: bytes) -> None:
     """MCP clients read a JSON-RPC error body on any status: with it they can say that the
     key is missing or wrong instead of "Server returned an error response"."""
     await send_error(
@@ -113,5 +172,5 @@ async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool) -> None:
         -32000,  # implementation-defined server error: JSON-RPC has no code for auth
         UNAUTHORIZED,
         data={"code": "UNAUTHORIZED", "reason": "unknown key" if sent_key else "no key"},
-        headers=[(b"www-authenticate", b"Bearer")],
+        headers=[(b"www-authenticate", challenge)],
     )

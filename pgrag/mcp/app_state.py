@@ -20,7 +20,7 @@ from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
 from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
-from pgrag.services.identity import current_caller, current_scope
+from pgrag.services.identity import current_caller, current_scope, may_write
 
 P = ParamSpec("P")
 V = TypeVar("V")
@@ -61,6 +61,12 @@ def require_writable(state: AppContext, ctx: Context[Any, Any] | None = None) ->
         raise Forbidden(
             "this server is read-only: write tools are refused. Start it with "
             "PGRAG_READ_ONLY=false (or --read-only false) to allow changes"
+        )
+    if not may_write():
+        raise Forbidden(
+            "this token was granted read access only (scope pgrag:write missing): approve "
+            "the client again with write access",
+            detail={"error": "insufficient_scope", "scope": "pgrag:write"},
         )
 
 

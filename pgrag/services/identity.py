@@ -8,6 +8,7 @@ from contextvars import ContextVar
 
 _scope: ContextVar[list[str] | None] = ContextVar("pgrag_scope", default=None)
 _caller: ContextVar[str] = ContextVar("pgrag_caller", default="local")
+_may_write: ContextVar[bool] = ContextVar("pgrag_may_write", default=True)
 
 
 def current_scope() -> list[str] | None:
@@ -24,3 +25,13 @@ def set_identity(caller: str, scope: list[str] | None) -> None:
     """Name the caller of the current request and the collections it may read."""
     _caller.set(caller)
     _scope.set(scope)
+
+
+def may_write() -> bool:
+    """False for an OAuth token granted read access only (the server's own read-only
+    rule applies on top)."""
+    return _may_write.get()
+
+
+def set_may_write(allowed: bool) -> None:
+    _may_write.set(allowed)

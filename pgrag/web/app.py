@@ -16,6 +16,7 @@ from pgrag.settings import Settings
 from pgrag.web.core import Console
 from pgrag.web.pages import (
     auth,
+    consent,
     documents,
     eval_cases,
     evaluation,
@@ -47,6 +48,7 @@ def mount(
     for router in (
         overview.router,
         auth.router,
+        consent.router,
         search.router,
         documents.router,
         evaluation.router,

@@ -1,0 +1,208 @@
+"""OAuth state in PostgreSQL (migration 0025): clients, pending authorization requests,
+grants and the codes and tokens issued under them. Secrets arrive here already hashed
+(pgrag.http.oauth.provider); a grant is the family every code and token of one consent
+belongs to, so revoking it ends them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgrag.db.one import one_row
+
+SAVE_CLIENT_SQL = (
+    "INSERT INTO pgrag.oauth_clients (client_id, info) VALUES (%s, %s)"
+    " ON CONFLICT (client_id) DO UPDATE SET info = excluded.info"
+)
+LOAD_CLIENT_SQL = "SELECT info FROM pgrag.oauth_clients WHERE client_id = %s"
+SAVE_REQUEST_SQL = (
+    "INSERT INTO pgrag.oauth_requests (id_hash, client_id, params, expires_at)"
+    " VALUES (%s, %s, %s, now() + make_interval(secs => %s))"
+)
+LOAD_REQUEST_SQL = (
+    "SELECT client_id, params FROM pgrag.oauth_requests WHERE id_hash = %s AND expires_at > now()"
+)
+TAKE_REQUEST_SQL = (
+    "DELETE FROM pgrag.oauth_requests WHERE id_hash = %s AND expires_at > now()"
+    " RETURNING client_id, params"
+)
+PRUNE_REQUESTS_SQL = "DELETE FROM pgrag.oauth_requests WHERE expires_at < now()"
+CREATE_GRANT_SQL = (
+    "INSERT INTO pgrag.oauth_grants (client_id, owner, scopes, collections, resource)"
+    " VALUES (%s, %s, %s, %s, %s) RETURNING id"
+)
+SAVE_CODE_SQL = (
+    "INSERT INTO pgrag.oauth_codes (code_hash, grant_id, code_challenge, redirect_uri,"
+    " redirect_explicit, expires_at) VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s))"
+)
+GRANT_COLUMNS = (
+    "g.id, g.client_id, g.owner, g.scopes, g.collections, g.resource, g.revoked_at IS NOT NULL"
+)
+LOAD_CODE_SQL = (
+    f"SELECT {GRANT_COLUMNS}, c.code_challenge, c.redirect_uri, c.redirect_explicit,"
+    " extract(epoch FROM c.expires_at), c.used_at IS NOT NULL"
+    " FROM pgrag.oauth_codes c JOIN pgrag.oauth_grants g ON g.id = c.grant_id"
+    " WHERE c.code_hash = %s"
+)
+USE_CODE_SQL = (
+    "UPDATE pgrag.oauth_codes SET used_at = now() WHERE code_hash = %s AND used_at IS NULL"
+    " RETURNING 1"
+)
+SAVE_TOKEN_SQL = (
+    "INSERT INTO pgrag.oauth_tokens (token_hash, grant_id, kind, expires_at)"
+    " VALUES (%s, %s, %s, now() + make_interval(secs => %s))"
+)
+LOAD_TOKEN_SQL = (
+    f"SELECT {GRANT_COLUMNS}, extract(epoch FROM t.expires_at)::bigint, t.used_at IS NOT NULL"
+    " FROM pgrag.oauth_tokens t JOIN pgrag.oauth_grants g ON g.id = t.grant_id"
+    " WHERE t.token_hash = %s AND t.kind = %s"
+)
+ROTATE_SQL = (
+    "UPDATE pgrag.oauth_tokens SET used_at = now()"
+    " WHERE token_hash = %s AND kind = 'refresh' AND used_at IS NULL RETURNING 1"
+)
+REVOKE_GRANT_SQL = (
+    "UPDATE pgrag.oauth_grants SET revoked_at = now() WHERE id = %s AND revoked_at IS NULL"
+)
+LIST_GRANTS_SQL = (
+    f"SELECT {GRANT_COLUMNS}, cl.info ->> 'client_name', g.created_at"
+    " FROM pgrag.oauth_grants g JOIN pgrag.oauth_clients cl ON cl.client_id = g.client_id"
+    " WHERE g.revoked_at IS NULL ORDER BY g.created_at DESC"
+)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One consent: what a client may do, for whom, on which collections."""
+
+    id: int
+    client_id: str
+    owner: str
+    scopes: list[str]
+    collections: list[str] | None  # None: every collection
+    resource: str
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class StoredCode:
+    grant: Grant
+    code_challenge: str
+    redirect_uri: str
+    redirect_explicit: bool
+    expires_at: float
+    used: bool
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    grant: Grant
+    expires_at: int
+    used: bool  # a refresh token already rotated
+
+
+@dataclass(frozen=True)
+class ConnectedClient:
+    grant: Grant
+    client_name: str | None
+    created_at: datetime
+
+
+def _grant(row: tuple[Any, ...]) -> Grant:
+    return Grant(int(row[0]), row[1], row[2], list(row[3]), row[4], row[5], bool(row[6]))
+
+
+async def save_client(conn: psycopg.AsyncConnection, client_id: str, info: dict[str, Any]) -> None:
+    await conn.execute(SAVE_CLIENT_SQL, (client_id, Jsonb(info)))
+
+
+async def load_client(conn: psycopg.AsyncConnection, client_id: str) -> dict[str, Any] | None:
+    row = await (await conn.execute(LOAD_CLIENT_SQL, (client_id,))).fetchone()
+    return dict(row[0]) if row else None
+
+
+async def save_request(
+    conn: psycopg.AsyncConnection,
+    id_hash: str,
+    client_id: str,
+    params: dict[str, Any],
+    ttl_s: int,
+) -> None:
+    await conn.execute(PRUNE_REQUESTS_SQL)
+    await conn.execute(SAVE_REQUEST_SQL, (id_hash, client_id, Jsonb(params), ttl_s))
+
+
+async def load_request(
+    conn: psycopg.AsyncConnection, id_hash: str, *, take: bool = False
+) -> tuple[str, dict[str, Any]] | None:
+    """A pending authorization request (client id, parameters); `take` deletes it."""
+    query = TAKE_REQUEST_SQL if take else LOAD_REQUEST_SQL
+    row = await (await conn.execute(query, (id_hash,))).fetchone()
+    return (str(row[0]), dict(row[1])) if row else None
+
+
+async def create_grant(
+    conn: psycopg.AsyncConnection,
+    client_id: str,
+    owner: str,
+    scopes: list[str],
+    collections: list[str] | None,
+    resource: str,
+) -> int:
+    row = await one_row(conn, CREATE_GRANT_SQL, (client_id, owner, scopes, collections, resource))
+    return int(row[0])
+
+
+async def save_code(
+    conn: psycopg.AsyncConnection,
+    code_hash: str,
+    grant_id: int,
+    challenge: str,
+    redirect: tuple[str, bool],
+    ttl_s: int,
+) -> None:
+    uri, explicit = redirect
+    await conn.execute(SAVE_CODE_SQL, (code_hash, grant_id, challenge, uri, explicit, ttl_s))
+
+
+async def load_code(conn: psycopg.AsyncConnection, code_hash: str) -> StoredCode | None:
+    row = await (await conn.execute(LOAD_CODE_SQL, (code_hash,))).fetchone()
+    if row is None:
+        return None
+    return StoredCode(_grant(row), row[7], row[8], bool(row[9]), float(row[10]), bool(row[11]))
+
+
+async def use_code(conn: psycopg.AsyncConnection, code_hash: str) -> bool:
+    """Mark a code used; False when it already was (a replay)."""
+    return await (await conn.execute(USE_CODE_SQL, (code_hash,))).fetchone() is not None
+
+
+async def save_token(
+    conn: psycopg.AsyncConnection, token_hash: str, grant_id: int, kind: str, ttl_s: int
+) -> None:
+    await conn.execute(SAVE_TOKEN_SQL, (token_hash, grant_id, kind, ttl_s))
+
+
+async def load_token(
+    conn: psycopg.AsyncConnection, token_hash: str, kind: str
+) -> StoredToken | None:
+    row = await (await conn.execute(LOAD_TOKEN_SQL, (token_hash, kind))).fetchone()
+    return StoredToken(_grant(row), int(row[7]), bool(row[8])) if row else None
+
+
+async def rotate(conn: psycopg.AsyncConnection, token_hash: str) -> bool:
+    """Mark a refresh token used; False when it already was (a replay)."""
+    return await (await conn.execute(ROTATE_SQL, (token_hash,))).fetchone() is not None
+
+
+async def revoke_grant(conn: psycopg.AsyncConnection, grant_id: int) -> None:
+    await conn.execute(REVOKE_GRANT_SQL, (grant_id,))
+
+
+async def connected_clients(conn: psycopg.AsyncConnection) -> list[ConnectedClient]:
+    rows = await (await conn.execute(LIST_GRANTS_SQL)).fetchall()
+    return [ConnectedClient(_grant(r), r[7], r[8]) for r in rows]
