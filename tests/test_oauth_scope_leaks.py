@@ -12,17 +12,9 @@ import pytest
 
 from tests.support.kb_server import FULL_KEY, OTHER_COLLECTION, HttpServer, KnowledgeBase
 from tests.support.oauth import Flow
-from tests.test_scope_leaks import (
-    KB_ROLES,
-    PROBED_ON,
-    PROBES,
-    Deployment,
-    Probe,
-    check_probe,
-    connected,
-    mint_tokens,
-    world_of,
-)
+from tests.support.scope_leaks import KB_ROLES, Probe, world_of
+from tests.support.scope_leaks_2 import PROBED_ON, PROBES, Deployment, connected, mint_tokens
+from tests.support.scope_leaks_3 import check_probe
 
 pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.anyio
