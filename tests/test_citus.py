@@ -140,7 +140,7 @@ def test_a_blocker_stops_distributed_true_and_nothing_is_half_done(citus: CitusC
         conn.execute("DROP TRIGGER units_audit ON pgrag.units")
     asyncio.run(migrate(url, True))
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT count(*) FROM pg_dist_partition").fetchone() == (8,)
+        assert conn.execute("SELECT count(*) FROM pg_dist_partition").fetchone() == (10,)
 
 
 def test_distributed_true_without_citus_is_refused(empty_dsn: str) -> None:

@@ -281,7 +281,7 @@ def test_a_scoped_search_with_full_content_reads_documents_on_that_shard(
     collection's shard, not on all 32 (as every other statement of the search)."""
     _, of = _shard_groups(ingested_dsn)
     req = SearchRequest(
-        query="contract signing legal review", mode=mode, limit=3, max_tokens=25000,
+        query="contract signing legal review", mode=mode, limit=10, max_tokens=25000,
         content_mode="full", filters={"collection": "alpha"},
     )  # fmt: skip
     found, statements = asyncio.run(_remote_statements(ingested_dsn, req))
