@@ -117,6 +117,12 @@ def as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
     if isinstance(exc, psycopg.DataError):  # e.g. a NUL byte or a malformed id in an argument
         return InvalidArgument(f"an argument cannot be used: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, psycopg.OperationalError):
+        log.warning(
+            "database unavailable (trace %s): %s %s",
+            trace_id,
+            getattr(exc, "sqlstate", None) or "-",
+            str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+        )
         return DatabaseError(
             "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
         )

@@ -51,6 +51,15 @@ ACTIVATE_SQL = (
     "UPDATE pgrag.collections SET active_set_id = %(sid)s WHERE id = %(cid)s",
 )
 ENSURE_INDEX_SQL = "SELECT pgrag.ensure_embedding_index(%s)"
+# Writes to the two small tables wait for each other. On Citus, where they are reference
+# tables with foreign keys both ways, each write locks its table's shard and then the
+# other's: two writes in opposite order (a new collection, a set activated) deadlock.
+CATALOG_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('pgrag.catalog', 0))"
+
+
+async def lock_catalog(conn: psycopg.AsyncConnection) -> None:
+    """Take the catalog lock; first in any transaction that writes collections or sets."""
+    await conn.execute(CATALOG_LOCK_SQL)
 
 
 async def get_collection(conn: psycopg.AsyncConnection, name: str) -> Collection:
@@ -75,6 +84,7 @@ async def create_embedding_set(
 ) -> int:
     """A set of embeddings for one model, with its own HNSW index."""
     async with conn.transaction():
+        await lock_catalog(conn)
         set_id: int = await scalar(
             conn,
             INSERT_SET_SQL,
@@ -96,6 +106,7 @@ async def activate_embedding_set(
 ) -> None:
     """Switch searches to another set atomically; the old one is kept as `retired`."""
     async with conn.transaction():
+        await lock_catalog(conn)
         await _activate(conn, collection_id, set_id)
 
 
@@ -103,8 +114,13 @@ async def ensure_collection(
     conn: psycopg.AsyncConnection, name: str, provider: Embedder, dimensions: int
 ) -> Collection:
     """Get or create a collection bound to the provider's model; refuse a model mismatch."""
-    await conn.execute(INSERT_COLLECTION_SQL, (name,))
-    col = await get_collection(conn, name)
+    try:
+        col = await get_collection(conn, name)
+    except NotFound:
+        async with conn.transaction():
+            await lock_catalog(conn)
+            await conn.execute(INSERT_COLLECTION_SQL, (name,))
+            col = await get_collection(conn, name)
     if col.set_id is None:
         await create_embedding_set(conn, col.id, provider.model, dimensions, active=True)
         return await get_collection(conn, name)

@@ -18,6 +18,7 @@ from pgrag.errors import ErrorCode, PgragError
 from pgrag.language import detect_language
 from pgrag.store import bm25_sums
 from pgrag.store.changes import announce, changing
+from pgrag.store.reindex import ACTIVE_SET_SQL, WRITER_LOCK_SQL
 from pgrag.store.vectors import LANGUAGE_SUMS_SQL, insert_vectors
 
 
@@ -117,9 +118,6 @@ UPDATE pgrag.documents
 """
 
 LOCK_SQL = "SELECT id FROM pgrag.documents WHERE collection_id = %s AND id = %s FOR UPDATE"
-# Key share on the collection row: a reindex switch (FOR UPDATE) waits for this write and
-# embeds its chunks into the new set, or has already switched and this write sees it.
-ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR KEY SHARE"
 
 
 class EmbeddingSetChanged(PgragError):
@@ -350,6 +348,9 @@ async def write_version(
     async with conn.transaction():
         if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
             return None
+        # under the writers' lock a reindex switch waits for this write and embeds its
+        # chunks into the new set, or has already switched and this write sees it
+        await conn.execute(WRITER_LOCK_SQL, (collection_id,))
         row = await (await conn.execute(ACTIVE_SET_SQL, (collection_id,))).fetchone()
         active = row[0] if row is not None else None
         if active != set_id:

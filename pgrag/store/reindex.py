@@ -6,6 +6,8 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from pgrag.store.collections import lock_catalog
+
 # one reindex per collection at a time (session lock, released at the end or on disconnect)
 TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended('pgrag.reindex', %s))"
 UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended('pgrag.reindex', %s))"
@@ -50,7 +52,14 @@ JOIN live ON live.id = e.chunk_id
 ON CONFLICT DO NOTHING
 """
 
-LOCK_COLLECTION_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s FOR UPDATE"
+ACTIVE_SET_SQL = "SELECT active_set_id FROM pgrag.collections WHERE id = %s"
+LOCK_COLLECTION_SQL = ACTIVE_SET_SQL + " FOR UPDATE"
+# Writers and a reindex switch meet on a transaction-level advisory lock per collection
+# (writers shared, the switch exclusive), not on the collection row: on Citus a row lock on
+# a reference table takes two shard locks in turn, and two concurrent writers holding the
+# first deadlock on the second.
+SWITCH_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('pgrag.active_set', %s))"
+WRITER_LOCK_SQL = "SELECT pg_advisory_xact_lock_shared(hashtextextended('pgrag.active_set', %s))"
 # the new set covers every chunk: no document waits for vectors any more (and the reason
 # one waited, e.g. the old provider down, goes with it)
 NONE_PENDING_SQL = """
@@ -91,7 +100,9 @@ async def find_set(
 
 
 async def mark_building(conn: psycopg.AsyncConnection, set_id: int) -> None:
-    await conn.execute(TO_BUILDING_SQL, (set_id,))
+    async with conn.transaction():
+        await lock_catalog(conn)
+        await conn.execute(TO_BUILDING_SQL, (set_id,))
 
 
 async def drop_index(conn: psycopg.AsyncConnection, index: str, *, concurrently: bool) -> None:
@@ -132,7 +143,11 @@ async def insert_vectors(
 
 
 async def lock_collection(conn: psycopg.AsyncConnection, collection_id: int) -> int | None:
-    """Lock the collection row (holding ingestion back); returns its active set id."""
+    """Hold the collection's writers back until the transaction ends (the writers' lock,
+    and the row against any other write that references it); returns its active set id.
+    The catalog lock comes first: the switch writes the reference tables at its end."""
+    await lock_catalog(conn)
+    await conn.execute(SWITCH_LOCK_SQL, (collection_id,))
     row = await (await conn.execute(LOCK_COLLECTION_SQL, (collection_id,))).fetchone()
     return row[0] if row else None
 
@@ -151,4 +166,5 @@ async def delete_set_rows(conn: psycopg.AsyncConnection, collection_id: int, set
 
 
 async def delete_retired_set(conn: psycopg.AsyncConnection, set_id: int) -> None:
+    await lock_catalog(conn)
     await conn.execute(DELETE_SET_SQL, (set_id,))
