@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 from ingest_watch import Milestones, Sampler, poll
 
+from pgrag.ingest.context import embed_text
+
 HERE = Path(__file__).resolve().parent
 COLLECTION = "bench"
 
@@ -105,11 +107,9 @@ SELECT count(*) FILTER (WHERE d.status = 'ready'), count(*) FILTER (WHERE d.stat
 FROM pgrag.collections c LEFT JOIN pgrag.documents d ON d.collection_id = c.id
 WHERE c.name = %s GROUP BY c.id
 """
-# what the model saw for each distinct chunk (pgrag.ingest.prepare.PreparedDocument.embed_texts)
+# each distinct chunk's parts of what the model saw (pgrag.ingest.context.embed_text)
 TEXTS_SQL = """
-SELECT DISTINCT ON (content_hash) content_hash,
-       CASE WHEN heading IS NULL OR heading = '' THEN content
-            ELSE heading || E'\\n\\n' || content END
+SELECT DISTINCT ON (content_hash) content_hash, heading, context, content
 FROM pgrag.chunks WHERE collection_id = (SELECT id FROM pgrag.collections WHERE name = %s)
 ORDER BY content_hash
 """
@@ -119,8 +119,9 @@ def stored(dsn: str) -> tuple[dict[str, int], list[str]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(COUNTS_SQL, (COLLECTION,)).fetchone() or (0, 0, 0)
         rows = conn.execute(TEXTS_SQL, (COLLECTION,)).fetchall()
-    texts = [text for _, text in rows]
-    if any(bytes(h) != hashlib.sha256(t.encode()).digest() for h, t in rows):
+    hashes = [bytes(h) for h, *_ in rows]
+    texts = [embed_text(heading, context, content) for _, heading, context, content in rows]
+    if any(h != hashlib.sha256(t.encode()).digest() for h, t in zip(hashes, texts, strict=True)):
         raise RuntimeError("a chunk's text read back is not the text its hash was taken of")
     return {"documents_ready": row[0], "documents_failed": row[1], "chunks": row[2]}, texts
 

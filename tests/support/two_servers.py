@@ -48,6 +48,16 @@ async def _hits(client: Client, query: str) -> list[tuple[str, float]]:
     return [(h["path"], h["score"]) for h in data["results"]]
 
 
+async def _until_ready(server: HttpServer, document_id: str, timeout: float = 60.0) -> bool:
+    async with httpx2.AsyncClient(timeout=30) as hc:
+        for _ in range(int(timeout * 10)):
+            r = await hc.get(f"{server.base}/api/documents/{document_id}")
+            if r.status_code == 200 and r.json().get("status") == "ready":
+                return True
+            await asyncio.sleep(0.1)
+    return False
+
+
 async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
     folder = tmp / "notes"
     folder.mkdir()
@@ -55,8 +65,8 @@ async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
     (folder / "okapi.md").write_text("# Okapis\n\nokapis hide in the forest.\n", encoding="utf-8")
     ingest = pgrag_cmd("--database-url", url, *MODEL, "ingest", "-q", "-c", "notes", str(folder))
     with (
-        http_server(url, *MODEL, env=WRITABLE) as a,
-        http_server(url, *MODEL, env=WRITABLE) as b,
+        http_server(url, *MODEL, env=WRITABLE, log_path=tmp / "a.log") as a,
+        http_server(url, *MODEL, env=WRITABLE, log_path=tmp / "b.log") as b,
     ):
         servers: dict[str, HttpServer] = {"A": a, "B": b}
         events: dict[str, list[Any]] = {"A": [], "B": []}
@@ -81,7 +91,8 @@ async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
                 await change()
                 for n, e in events.items():
                     arrived = await wait_for(lambda e=e, n=n: len(e) > before[n])
-                    assert arrived, f"the client of {n} was not told of the change: {events}"
+                    logs = {x: (tmp / f"{x.lower()}.log").read_text()[-3000:] for x in servers}
+                    assert arrived, f"the client of {n} was not told: {events}; logs: {logs}"
                     assert all(isinstance(x, ResourcesListChanged) for x in e), e
 
             # 1. the CLI ingests two files: both processes relay it and list them
@@ -111,6 +122,9 @@ async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
                 saved.update((result.structured_content or {})["data"])
 
             await both_told(save_through_a)
+            # the relay announces changes of finished documents: deleting the note before its
+            # ingestion ends would change nothing a relay announces
+            assert await _until_ready(a, saved["document_id"]), saved
             on_b = await _listed(clients["B"])
             assert f"pgrag://documents/{saved['document_id']}" in {u for u, _ in on_b}, on_b
             assert [h[0] for h in await _hits(clients["B"], "herons")] == [saved["path"]]
