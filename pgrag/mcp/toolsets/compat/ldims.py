@@ -213,7 +213,7 @@ def _response(
     page: SearchPage,
     rows: dict[str, DocumentDetails],
     search_mode: str,
-    content: str,
+    content: ContentMode,
     started: float,
 ) -> dict[str, Any]:
     """searchDocuments' answer for one page of pgrag's hits and their documents' metadata."""
