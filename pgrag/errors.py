@@ -19,7 +19,6 @@ class ErrorCode(StrEnum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
     FORBIDDEN = "FORBIDDEN"
-    UNAUTHORIZED = "UNAUTHORIZED"  # HTTP without an API key, or with an unknown one (401)
     INVALID_HOST = "INVALID_HOST"  # a Host header the server does not answer for (421)
     PROCESSING = "PROCESSING"
     CONTENT_UNAVAILABLE = "CONTENT_UNAVAILABLE"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgrag.errors import ErrorBody, ErrorCode
-from pgrag.http.errors import send_rest_error
+from pgrag.http.errors import RestErrorBody, send_rest_error
 from pgrag.http.jsonrpc import send_error
 from pgrag.http.oauth.gate import OAuthGate
 from pgrag.services.identity import set_identity, set_may_write
@@ -124,7 +124,9 @@ def _writes(scope: Scope, path: str) -> bool:
 
 
 async def _unauthorized(send: Send, challenge: bytes) -> None:
-    error = ErrorBody(code=ErrorCode.UNAUTHORIZED, message=UNAUTHORIZED)
+    error = RestErrorBody(
+        isError=True, errorCode="UNAUTHORIZED", errorMessage=UNAUTHORIZED, errorDetails={}
+    )
     await send_rest_error(send, 401, error, ((b"www-authenticate", challenge),))
 
 
@@ -137,7 +139,7 @@ async def _insufficient_scope(send: Send, oauth: OAuthGate) -> None:
         detail={"error": "insufficient_scope", "scope": "pgrag:write"},
     )
     header = oauth.challenge("insufficient_scope", "pgrag:write")
-    await send_rest_error(send, 403, error, ((b"www-authenticate", header),))
+    await send_rest_error(send, 403, RestErrorBody.of(error), ((b"www-authenticate", header),))
 
 
 async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool, challenge: bytes) -> None:
@@ -148,6 +150,6 @@ async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool, challenge: bytes)
         401,
         -32000,  # implementation-defined server error: JSON-RPC has no code for auth
         UNAUTHORIZED,
-        data={"code": ErrorCode.UNAUTHORIZED, "reason": "unknown key" if sent_key else "no key"},
+        data={"code": "UNAUTHORIZED", "reason": "unknown key" if sent_key else "no key"},
         headers=[(b"www-authenticate", challenge)],
     )

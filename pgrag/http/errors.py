@@ -29,7 +29,6 @@ HTTP_STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.FORBIDDEN: 403,
-    ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.PROCESSING: 202,
     ErrorCode.CONTENT_UNAVAILABLE: 409,
     ErrorCode.DB_ERROR: 503,
@@ -46,7 +45,7 @@ class RestErrorBody(BaseModel):
     model_config = ConfigDict(title="ErrorBody")
 
     isError: Literal[True]
-    errorCode: ErrorCode
+    errorCode: ErrorCode | Literal["UNAUTHORIZED"]  # UNAUTHORIZED: HTTP only, no key or unknown
     errorMessage: str
     errorDetails: dict[str, Any]
     status: Literal["processing"] | None = None  # only with 202 PROCESSING
@@ -62,14 +61,13 @@ class RestErrorBody(BaseModel):
             status="processing" if processing else None,
         )
 
-
-def rest_error(error: ErrorBody) -> dict[str, Any]:
-    """The JSON of REST's error body (no `status` but with PROCESSING)."""
-    return RestErrorBody.of(error).model_dump(mode="json", exclude_none=True)
+    def content(self) -> dict[str, Any]:
+        """The JSON body (no `status` but with PROCESSING)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 async def send_rest_error(
-    send: Send, status: int, error: ErrorBody, headers: tuple[tuple[bytes, bytes], ...] = ()
+    send: Send, status: int, error: RestErrorBody, headers: tuple[tuple[bytes, bytes], ...] = ()
 ) -> None:
     """REST's error body from a middleware, before any route (or its handlers) runs."""
     await send(
@@ -79,7 +77,7 @@ async def send_rest_error(
             "headers": [(b"content-type", b"application/json"), *headers],
         }
     )
-    await send({"type": "http.response.body", "body": json.dumps(rest_error(error)).encode()})
+    await send({"type": "http.response.body", "body": json.dumps(error.content()).encode()})
 
 
 def error_schemas() -> dict[str, Any]:
@@ -124,7 +122,7 @@ def error_response(exc: PgragError) -> JSONResponse:
     """The ErrorBody with the code's status; Retry-After where retrying is the answer."""
     status = HTTP_STATUS.get(exc.code, 500)
     headers = {"Retry-After": "5"} if status in (202, 503) else None
-    return JSONResponse(rest_error(exc.body()), status_code=status, headers=headers)
+    return JSONResponse(RestErrorBody.of(exc.body()).content(), status_code=status, headers=headers)
 
 
 def allowed_methods(app: FastAPI, request: Request) -> str:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgrag.errors import ErrorBody, ErrorCode
-from pgrag.http.errors import send_rest_error
+from pgrag.http.errors import RestErrorBody, send_rest_error
 
 log = logging.getLogger(__name__)
 
@@ -156,4 +156,5 @@ class HostGuard:
 async def _refuse(
     send: Send, status: int, code: ErrorCode, message: str, detail: dict[str, str]
 ) -> None:
-    await send_rest_error(send, status, ErrorBody(code=code, message=message, detail=detail))
+    error = ErrorBody(code=code, message=message, detail=detail)
+    await send_rest_error(send, status, RestErrorBody.of(error))
