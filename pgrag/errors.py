@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import uuid
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
+from pydantic import BaseModel, Field, WithJsonSchema
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,15 @@ class ErrorCode(StrEnum):
     OCR_UNAVAILABLE = "OCR_UNAVAILABLE"  # scanned pages or an image, and no OCR engine
 
 
+# A failure as every transport reports it (MCP's envelope `error`, REST's body under its own
+# field names): the code to branch on, what to do, and the facts behind it. No docstring and
+# the code's schema a plain string: both would be repeated in the output schema of every tool.
+class ErrorBody(BaseModel):
+    code: Annotated[ErrorCode, WithJsonSchema({"type": "string", "title": "Code"})]
+    message: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
 class PgragError(Exception):
     """An error an agent or operator can act on: a stable code plus what to do next."""
 
@@ -56,8 +66,8 @@ class PgragError(Exception):
         self.message = message
         self.detail = detail or {}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": str(self.code), "message": self.message, "detail": self.detail}
+    def body(self) -> ErrorBody:
+        return ErrorBody(code=self.code, message=self.message, detail=self.detail)
 
 
 class InvalidArgument(PgragError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import get_args
 
 import click
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.table import Table
 from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchPage, SearchService
-from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode, ShownScore, mode_spec
 
 # a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
@@ -216,7 +217,7 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
     show_default=True,
 )
 @click.option(
-    "--scope", type=click.Choice(["chunks", "documents"]), default="chunks", show_default=True
+    "--scope", type=click.Choice(get_args(SearchScope)), default="chunks", show_default=True
 )
 @click.option("--limit", "-n", type=click.IntRange(1, 50), default=5, show_default=True)
 @click.option("--collection", "-c", default=None, help="only this collection")
@@ -239,7 +240,7 @@ def search(
     ctx: click.Context,
     query: str,
     mode: str,
-    scope: str,
+    scope: SearchScope,
     limit: int,
     collection: str | None,
     folder: str | None,

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 from pgrag import __version__
 from pgrag.db.scope import ensure_scoping_possible
 from pgrag.http.auth import BearerAuth, admin_keys, parse_api_keys
-from pgrag.http.errors import HTTP_STATUS, install_error_handlers
+from pgrag.http.errors import HTTP_STATUS, error_schemas, install_error_handlers
 from pgrag.http.host_guard import HostGuard, host_policy, is_loopback
 from pgrag.http.jsonrpc import QuietRejections
 from pgrag.http.mcp_mode import ResponseModeRouter
@@ -89,15 +89,17 @@ def create_app(
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's description minus the 422 it adds by itself: a request that fails
-    validation is answered 400 INVALID_ARGUMENT with the ErrorBody (errors.py)."""
+    """FastAPI's description minus the 422 it adds by itself (a request that fails
+    validation is answered 400 INVALID_ARGUMENT), plus the error body routes refer to."""
     if app.openapi_schema is None:
         schema = FastAPI.openapi(app)
         for item in schema["paths"].values():
             for operation in item.values():
                 operation["responses"].pop("422", None)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
         for unused in ("HTTPValidationError", "ValidationError"):
-            schema.get("components", {}).get("schemas", {}).pop(unused, None)
+            components.pop(unused, None)
+        components.update(error_schemas())
     return app.openapi_schema  # type: ignore[return-value]
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pgrag.errors import ErrorBody, ErrorCode
+from pgrag.http.errors import RestErrorBody, send_rest_error
 from pgrag.http.jsonrpc import send_error
 from pgrag.http.oauth.gate import OAuthGate
 from pgrag.services.identity import set_identity, set_may_write
@@ -123,44 +124,22 @@ def _writes(scope: Scope, path: str) -> bool:
 
 
 async def _unauthorized(send: Send, challenge: bytes) -> None:
-    body = json.dumps(
-        {
-            "isError": True,
-            "errorCode": "UNAUTHORIZED",
-            "errorMessage": UNAUTHORIZED,
-            "errorDetails": {},
-        }
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", challenge)],
-        }
+    error = RestErrorBody(
+        isError=True, errorCode="UNAUTHORIZED", errorMessage=UNAUTHORIZED, errorDetails={}
     )
-    await send({"type": "http.response.body", "body": body})
+    await send_rest_error(send, 401, error, ((b"www-authenticate", challenge),))
 
 
 async def _insufficient_scope(send: Send, oauth: OAuthGate) -> None:
     """403 naming the scope the token lacks (RFC 6750 §3.1), in REST's error body."""
-    body = json.dumps(
-        {
-            "isError": True,
-            "errorCode": "FORBIDDEN",
-            "errorMessage": "this token was granted read access only: "
-            "approve the client again with write access",
-            "errorDetails": {"error": "insufficient_scope", "scope": "pgrag:write"},
-        }
-    ).encode()
-    header = oauth.challenge("insufficient_scope", "pgrag:write")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 403,
-            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", header)],
-        }
+    error = ErrorBody(
+        code=ErrorCode.FORBIDDEN,
+        message="this token was granted read access only: "
+        "approve the client again with write access",
+        detail={"error": "insufficient_scope", "scope": "pgrag:write"},
     )
-    await send({"type": "http.response.body", "body": body})
+    header = oauth.challenge("insufficient_scope", "pgrag:write")
+    await send_rest_error(send, 403, RestErrorBody.of(error), ((b"www-authenticate", header),))
 
 
 async def _unauthorized_jsonrpc(send: Send, *, sent_key: bool, challenge: bytes) -> None:

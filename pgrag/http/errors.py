@@ -1,19 +1,29 @@
-"""Every REST error in one shape (the `isError` body LDIMS clients read): the status each stable code answers
-with, the ErrorBody, the OpenAPI description of a route's error statuses, and the exception
-handlers that turn anything a route raises into that body."""
+"""Every REST error in one shape (the `isError` body LDIMS clients read, built from the
+ErrorBody every transport shares): the status each stable code answers with, the OpenAPI
+description of a route's error statuses, and the exception handlers that turn anything a
+route raises into that body."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
+from starlette.types import Send
 
-from pgrag.errors import ErrorCode, InvalidArgument, PgragError, as_pgrag_error, new_trace_id
+from pgrag.errors import (
+    ErrorBody,
+    ErrorCode,
+    InvalidArgument,
+    PgragError,
+    as_pgrag_error,
+    new_trace_id,
+)
 
 HTTP_STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
@@ -28,14 +38,55 @@ HTTP_STATUS = {
 }
 
 
-class ErrorBody(BaseModel):
+# the ErrorBody under the field names LDIMS clients read, described as ErrorBody in OpenAPI
+class RestErrorBody(BaseModel):
     """Every REST error: a stable code an agent can act on, and a message saying what to do."""
 
+    model_config = ConfigDict(title="ErrorBody")
+
     isError: Literal[True]
-    errorCode: ErrorCode | Literal["UNAUTHORIZED"]
+    errorCode: ErrorCode | Literal["UNAUTHORIZED"]  # UNAUTHORIZED: HTTP only, no key or unknown
     errorMessage: str
     errorDetails: dict[str, Any]
     status: Literal["processing"] | None = None  # only with 202 PROCESSING
+
+    @classmethod
+    def of(cls, error: ErrorBody) -> RestErrorBody:
+        processing = error.code is ErrorCode.PROCESSING
+        return cls(
+            isError=True,
+            errorCode=error.code,
+            errorMessage=error.message,
+            errorDetails=error.detail,
+            status="processing" if processing else None,
+        )
+
+    def content(self) -> dict[str, Any]:
+        """The JSON body (no `status` but with PROCESSING)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+async def send_rest_error(
+    send: Send, status: int, error: RestErrorBody, headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """REST's error body from a middleware, before any route (or its handlers) runs."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": json.dumps(error.content()).encode()})
+
+
+def error_schemas() -> dict[str, Any]:
+    """The OpenAPI components of REST's error body, under the name clients know, ErrorBody,
+    with the enum it refers to (routes refer to it by name: error_docs)."""
+    schema = RestErrorBody.model_json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization"
+    )
+    return {**schema.pop("$defs", {}), "ErrorBody": schema}
 
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
@@ -51,33 +102,27 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 }
 
 
-def error_docs(*codes: int, plain_text_route: bool = False) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` for the error statuses a route can answer (always 400/401/503).
-    Errors are JSON even where the route's success is text/plain."""
-    if plain_text_route:
-        ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-        return {
-            c: {"description": ERROR_DESCRIPTIONS[c], "content": ref} for c in sorted({401, *codes})
-        }
+def error_doc(status: int) -> dict[str, Any]:
+    """One error status in a route's OpenAPI `responses=`: REST's error body."""
+    schema = {"$ref": "#/components/schemas/ErrorBody"}
     return {
-        c: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[c]}
-        for c in sorted({400, 401, 503, *codes})
+        "description": ERROR_DESCRIPTIONS[status],
+        "content": {"application/json": {"schema": schema}},
     }
+
+
+def error_docs(*codes: int, plain_text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` for the error statuses a route can answer (always 401, and 400 and
+    503 unless its success is text/plain). Errors are JSON even where the success is not."""
+    always = {401} if plain_text_route else {400, 401, 503}
+    return {c: error_doc(c) for c in sorted({*always, *codes})}
 
 
 def error_response(exc: PgragError) -> JSONResponse:
     """The ErrorBody with the code's status; Retry-After where retrying is the answer."""
     status = HTTP_STATUS.get(exc.code, 500)
-    body: dict[str, Any] = {
-        "isError": True,
-        "errorCode": str(exc.code),
-        "errorMessage": exc.message,
-        "errorDetails": exc.detail,
-    }
-    if exc.code == ErrorCode.PROCESSING:
-        body["status"] = "processing"
     headers = {"Retry-After": "5"} if status in (202, 503) else None
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(RestErrorBody.of(exc.body()).content(), status_code=status, headers=headers)
 
 
 def allowed_methods(app: FastAPI, request: Request) -> str:

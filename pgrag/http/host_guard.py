@@ -13,7 +13,6 @@ body holds everywhere.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pgrag.errors import ErrorCode
+from pgrag.errors import ErrorBody, ErrorCode
+from pgrag.http.errors import RestErrorBody, send_rest_error
 
 log = logging.getLogger(__name__)
 
@@ -156,14 +156,5 @@ class HostGuard:
 async def _refuse(
     send: Send, status: int, code: ErrorCode, message: str, detail: dict[str, str]
 ) -> None:
-    body = json.dumps(
-        {"isError": True, "errorCode": code, "errorMessage": message, "errorDetails": detail}
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    error = ErrorBody(code=code, message=message, detail=detail)
+    await send_rest_error(send, status, RestErrorBody.of(error))

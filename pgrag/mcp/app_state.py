@@ -138,7 +138,7 @@ class EnvelopeShape:
         return error_envelope(error, trace_id)
 
     def result(self, answer: Envelope[Any], started: float) -> tuple[CallToolResult, str, str]:
-        outcome = answer.error.code if answer.error else answer.status.message
+        outcome = str(answer.error.code) if answer.error else answer.status.message
         label = str(answer.error.code) if answer.error else "ok"
         return to_result(answer, started), outcome, label
 

@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from pgrag.errors import PgragError
+from pgrag.errors import ErrorBody, PgragError
 from pgrag.mcp.answer_cap import cap_payload
 from pgrag.paging import MAX_RESPONSE_TOKENS, Continuation
 
@@ -37,12 +37,6 @@ class Meta(BaseModel):
     token_count: int = 0
     trace_id: str = ""
     truncated: bool = False
-
-
-class ErrorBody(BaseModel):
-    code: str
-    message: str
-    detail: dict[str, Any] = Field(default_factory=dict)
 
 
 class Envelope(BaseModel, Generic[T]):
@@ -105,7 +99,7 @@ def error_envelope(exc: PgragError, trace_id: str) -> Envelope[Any]:
     return Envelope(
         ok=False,
         data=None,
-        error=ErrorBody(code=str(exc.code), message=exc.message, detail=exc.detail),
+        error=exc.body(),
         status=Status(code="error", message=str(exc.code)),
         meta=Meta(trace_id=trace_id),
     )

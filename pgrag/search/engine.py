@@ -33,7 +33,7 @@ from pgrag.paging import (
 from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
-from pgrag.search.models import Explain, SearchData, SearchHit, SearchRequest
+from pgrag.search.models import ContentMode, Explain, SearchData, SearchHit, SearchRequest
 from pgrag.search.modes import ModeSpec, Ranker
 from pgrag.search.options import FusionParams, load_fusion
 from pgrag.search.parts import logged_parts
@@ -69,7 +69,7 @@ class _Page:
     spec: ModeSpec
     rows: list[RankedRow]
     details: dict[int, ChunkDetail]
-    content_mode: str
+    content_mode: ContentMode
     full_texts: dict[str, str]  # content_mode=full: document id -> its extracted text
     reranked: RerankReport | None
 
@@ -90,7 +90,7 @@ class SearchService:
         *,
         max_snippets: int = 10,
         snippet_summary: bool = True,
-        default_content_mode: str = "smart_extract",
+        default_content_mode: ContentMode = "smart_extract",
         log_searches: bool = True,
         reranker: Reranker | None = None,
     ) -> None:

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from pgrag import deadline
 from pgrag.search.keywords import Matcher
-from pgrag.search.models import Context, Explain, Location, SearchHit, SearchRequest, Snippet
+from pgrag.search.models import (
+    ContentMode,
+    Context,
+    Explain,
+    Location,
+    SearchHit,
+    SearchRequest,
+    Snippet,
+)
 from pgrag.search.modes import ModeSpec, ShownScore
 from pgrag.search.snippets import SnippetSource, finalise, make_snippets, summary
 from pgrag.store.rows import ChunkDetail
@@ -29,7 +37,7 @@ class HitSource:
     chunk: ChunkDetail  # the hit's chunk
     chunks: list[ChunkDetail]  # scope=documents: the document's chunks on the page
     matcher: Matcher  # the request's, shared by all its hits
-    content_mode: str
+    content_mode: ContentMode
 
 
 def score_of(spec: ModeSpec, e: Explain) -> float:

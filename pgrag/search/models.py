@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgrag.search.modes import ModeSpec, SearchMode, mode_spec
 
-Scope = Literal["chunks", "documents"]
+# Literal aliases, not enums: every transport's schema lists them inline
+SearchScope = Literal["chunks", "documents"]
 ContentMode = Literal["smart_extract", "full", "none"]
 
 
@@ -58,7 +59,7 @@ class SearchRequest(BaseModel):
     mode: SearchMode = Field(
         SearchMode.HYBRID, description="hybrid | semantic | keyword (= exact) | regex"
     )
-    scope: Scope = Field("chunks", description="chunks: passages; documents: best documents")
+    scope: SearchScope = Field("chunks", description="chunks: passages; documents: best documents")
     limit: int = Field(5, ge=1, le=50, description="results per page")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")
     filters: SearchFilters = Field(default_factory=SearchFilters)
@@ -188,7 +189,7 @@ class SearchData(BaseModel):
     results: list[SearchHit]
     total_matches: int
     mode: SearchMode
-    scope: str
+    scope: SearchScope
     degraded: list[str] = Field(default_factory=list)
     model: str | None = None
     took_ms: float

@@ -39,8 +39,10 @@ $$;
 CREATE OR REPLACE FUNCTION pgrag.document_matches(d pgrag.documents, filters jsonb)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,
-                                       d.created_at, d.submitter, d.author, d.tags, filters)
+    SELECT pgrag.document_fields_match(
+        folder => d.folder, file_type => d.file_type, id => d.id, modified_at => d.modified_at,
+        created_at => d.created_at, submitter => d.submitter, author => d.author, tags => d.tags,
+        filters => filters)
 $$;
 
 -- Enter a collection scope for the rest of the transaction (pgrag.db.scope), the only way

@@ -151,8 +151,10 @@ BEGIN
         'FROM pgrag.chunks c '
         'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
         'WHERE c.tsv @@ %L::tsquery %s %s %s %s'
-        '  AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
-        '      d.created_at, d.submitter, d.author, d.tags, %L::jsonb) '
+        '  AND pgrag.document_fields_match(folder => d.folder, file_type => d.file_type, '
+        '      id => d.id, modified_at => d.modified_at, created_at => d.created_at, '
+        '      submitter => d.submitter, author => d.author, tags => d.tags, '
+        '      filters => %L::jsonb) '
         '  AND NOT (c.id = ANY (%L::bigint[])) '
         'LIMIT %s',
         terms, tsq,

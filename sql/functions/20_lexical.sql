@@ -150,7 +150,8 @@ CREATE OR REPLACE FUNCTION pgrag.bm25_terms(
 LANGUAGE sql STABLE ROWS 10 AS $$
     WITH query_terms AS MATERIALIZED (SELECT t.* FROM pgrag.query_terms(tsq) t),
     kept AS MATERIALIZED (
-        SELECT k.* FROM pgrag.bm25_term_df(searched, ARRAY(SELECT qt.lexeme FROM query_terms qt)) k
+        SELECT k.* FROM pgrag.bm25_term_df(
+            collection_ids => searched, lexemes => ARRAY(SELECT qt.lexeme FROM query_terms qt)) k
     ),
     tracked AS MATERIALIZED (
         SELECT f.lexeme, f.freq
@@ -199,7 +200,7 @@ LANGUAGE sql STABLE ROWS 100 AS $$
     SELECT x.id, length(x.v), ARRAY(SELECT ts_rank('{1,1,1,1}', x.v, t) FROM unnest(terms) t),
            x.document_id
     FROM (SELECT c.id, c.tsv || ''::tsvector AS v, c.document_id  -- detoasted once
-          FROM pgrag.chunks_by_id(ids, collection_ids) c OFFSET 0) x
+          FROM pgrag.chunks_by_id(ids => ids, collection_ids => collection_ids) c OFFSET 0) x
     WHERE plain OR x.v @@ tsq
 $$;
 
@@ -230,7 +231,8 @@ LANGUAGE sql STABLE ROWS 100 AS $$
     positions AS MATERIALIZED (
         SELECT s.id, g.i, w.pos, w.weight = 'A' AS head
         FROM siblings s
-        JOIN pgrag.chunks_by_id(ARRAY(SELECT id FROM siblings), collection_ids) c ON c.id = s.id
+        JOIN pgrag.chunks_by_id(ids => ARRAY(SELECT id FROM siblings),
+                                collection_ids => collection_ids) c ON c.id = s.id
         CROSS JOIN LATERAL unnest(c.tsv) u
         JOIN unnest(lexemes) WITH ORDINALITY AS g(lexeme, i) ON g.lexeme = u.lexeme
         CROSS JOIN LATERAL unnest(u.positions, u.weights) AS w(pos, weight)
@@ -272,19 +274,22 @@ CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
 ) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
 LANGUAGE sql STABLE AS $$
     WITH query_terms AS MATERIALIZED (
-        SELECT * FROM pgrag.bm25_terms(tsq, searched, chunks, table_stats, candidate_budget)
+        SELECT * FROM pgrag.bm25_terms(tsq => tsq, searched => searched, chunks => chunks,
+                                       table_stats => table_stats,
+                                       candidate_budget => candidate_budget)
     ),
     postings AS MATERIALIZED (
         SELECT p.* FROM pgrag.term_postings(
-            ARRAY(SELECT t.term FROM query_terms t WHERE t.generates ORDER BY t.i),
-            ARRAY(SELECT t.i FROM query_terms t WHERE t.generates ORDER BY t.i), searched) p
+            terms => ARRAY(SELECT t.term FROM query_terms t WHERE t.generates ORDER BY t.i),
+            ordinals => ARRAY(SELECT t.i FROM query_terms t WHERE t.generates ORDER BY t.i),
+            collection_ids => searched) p
     ),
     counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
     term_idf AS MATERIALIZED (
         SELECT t.i, t.term, t.lexeme,
-               pgrag.bm25_idf(chunks, CASE WHEN t.exact THEN t.est_df
-                                           WHEN t.generates THEN coalesce(d.df, 0)
-                                           ELSE least(t.est_df, chunks) END) AS idf
+               pgrag.bm25_idf(n => chunks, df => CASE WHEN t.exact THEN t.est_df
+                                                      WHEN t.generates THEN coalesce(d.df, 0)
+                                                      ELSE least(t.est_df, chunks) END) AS idf
         FROM query_terms t LEFT JOIN counted_df d ON d.i = t.i
     ),
     presence AS MATERIALIZED (
@@ -296,7 +301,8 @@ LANGUAGE sql STABLE AS $$
         SELECT p.id, p.presence FROM presence p
         WHERE (collection_ids IS NULL OR p.collection_id = ANY (collection_ids))
           AND (filters IS NULL OR filters = '{}'::jsonb
-               OR p.document_id IN (SELECT pgrag.documents_matching(collection_ids, filters)))
+               OR p.document_id IN (SELECT pgrag.documents_matching(
+                                        collection_ids => collection_ids, filters => filters)))
     )
     SELECT (SELECT array_agg(t.term ORDER BY t.i) FROM term_idf t),
            (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
@@ -348,24 +354,28 @@ BEGIN
            coalesce(lexical_candidates_in.proximity_width, d.proximity_width)
     INTO pool_size, bm25_k1, bm25_b, candidate_budget, rescore_size, proximity_width
     FROM pgrag.fusion_defaults() d;
-    searched := pgrag.searched_collections(collection_ids, readable);
+    searched := pgrag.searched_collections(collection_ids => collection_ids, readable => readable);
     chunks := pgrag.chunk_count_estimate(searched);
     IF proximity_width > 0 THEN
         -- a window holds proximity_width positions, or twice the query's terms when more
         SELECT greatest(proximity_width, 2 * count(*)) INTO width FROM pgrag.query_terms(tsq);
     END IF;
     SELECT * INTO pass1
-    FROM pgrag.bm25_candidates(tsq, searched, chunks, readable IS NULL, candidate_budget,
-                               collection_ids, filters, greatest(rescore_size, pool_size));
+    FROM pgrag.bm25_candidates(
+        tsq => tsq, searched => searched, chunks => chunks, table_stats => readable IS NULL,
+        candidate_budget => candidate_budget, collection_ids => collection_ids,
+        filters => filters, top => greatest(rescore_size, pool_size));
     RETURN QUERY
     -- pass 2: the candidates get every term ranked
     WITH rescored AS MATERIALIZED (
-        SELECT r.* FROM pgrag.bm25_term_ranks(pass1.ids, collection_ids, pass1.terms, tsq, plain) r
+        SELECT r.* FROM pgrag.bm25_term_ranks(ids => pass1.ids, collection_ids => collection_ids,
+                                              terms => pass1.terms, tsq => tsq, plain => plain) r
     ),
     fallback AS MATERIALIZED (
         SELECT f.* FROM pgrag.lexical_fallback_in(
-            tsq, pass1.terms, collection_ids, filters, ARRAY(SELECT id FROM rescored),
-            10 * pool_size, readable) f
+            tsq => tsq, terms => pass1.terms, collection_ids => collection_ids, filters => filters,
+            scored => ARRAY(SELECT id FROM rescored), max_rows => 10 * pool_size,
+            readable => readable) f
         WHERE (SELECT count(*) FROM rescored) < pool_size
           AND (SELECT count(*) FROM rescored) < pass1.found
     ),
@@ -377,7 +387,8 @@ BEGIN
     scored AS (
         SELECT x.id, x.document_id, s.score, s.matched, s.matched / qi.total AS coverage
         FROM ranked_terms x, query_idf qi, LATERAL (
-            SELECT sum(pgrag.bm25_score(u.tf, pass1.idf[u.i], x.len, qi.avg_len, bm25_k1, bm25_b))
+            SELECT sum(pgrag.bm25_score(tf => u.tf, idf => pass1.idf[u.i], doc_len => x.len,
+                                        avg_len => qi.avg_len, k1 => bm25_k1, b => bm25_b))
                        AS score,
                    sum(pass1.idf[u.i]) AS matched
             FROM (SELECT t.i, pgrag.term_frequency(t.rk) AS tf
@@ -395,8 +406,9 @@ BEGIN
                    array_agg(x.document_id ORDER BY x.rank) AS document_ids,
                    array_agg(x.matched ORDER BY x.rank) AS matched
             FROM pool x) a,
-            pgrag.bm25_proximity(a.ids, a.document_ids, a.matched, pass1.lexemes, pass1.idf,
-                                 width, collection_ids) c
+            pgrag.bm25_proximity(ids => a.ids, document_ids => a.document_ids, matched => a.matched,
+                                 lexemes => pass1.lexemes, idf => pass1.idf, width => width,
+                                 collection_ids => collection_ids) c
     )
     SELECT p.id, p.score, p.coverage, p.rank, coalesce(c.proximity, 1.0)
     FROM pool p LEFT JOIN proximity c ON c.id = p.id
@@ -418,7 +430,9 @@ CREATE OR REPLACE FUNCTION pgrag.lexical_candidates(
     proximity_width  int DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE sql STABLE ROWS 100 AS $$
-    SELECT * FROM pgrag.lexical_candidates_in(query_text, pool_size, collection_ids, filters,
-                                              bm25_k1, bm25_b, candidate_budget, rescore_size,
-                                              pgrag.readable_collections(), proximity_width)
+    SELECT * FROM pgrag.lexical_candidates_in(
+        query_text => query_text, pool_size => pool_size, collection_ids => collection_ids,
+        filters => filters, bm25_k1 => bm25_k1, bm25_b => bm25_b,
+        candidate_budget => candidate_budget, rescore_size => rescore_size,
+        readable => pgrag.readable_collections(), proximity_width => proximity_width)
 $$;

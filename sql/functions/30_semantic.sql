@@ -190,8 +190,10 @@ LANGUAGE sql IMMUTABLE AS $$
                   'JOIN pgrag.documents d ON d.id = c.document_id '
                   'AND d.collection_id = c.collection_id ' ELSE '' END,
         CASE WHEN p_filtered
-             THEN 'AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, '
-                  'd.created_at, d.submitter, d.author, d.tags, $2) ' ELSE '' END,
+             THEN 'AND pgrag.document_fields_match(folder => d.folder, file_type => d.file_type, '
+                  'id => d.id, modified_at => d.modified_at, created_at => d.created_at, '
+                  'submitter => d.submitter, author => d.author, tags => d.tags, '
+                  'filters => $2) ' ELSE '' END,
         CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END,
         CASE WHEN p_collection_id IS NOT NULL
              THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)
@@ -274,7 +276,9 @@ BEGIN
         IF coalesce(array_length(array_positions(m_own, true), 1), 0) < 2 THEN
             RETURN QUERY EXECUTE
                 'SELECT chunk_id, 1 - distance, 0, 1 - distance, lang, false FROM ('
-                || pgrag.semantic_leg_sql(s.id, s.dimensions, filtered, false, s.collection_id)
+                || pgrag.semantic_leg_sql(p_set_id => s.id, p_dimensions => s.dimensions,
+                                          p_filtered => filtered, p_by_language => false,
+                                          p_collection_id => s.collection_id)
                 || ') leg'
                 USING query_embedding, coalesce(filters, '{}'::jsonb), pool_size;
             CONTINUE;
@@ -305,13 +309,15 @@ BEGIN
                    own_lang || array_agg(g.is_query_lang)
             INTO ids, raws, cens, langs, own_lang
             FROM pgrag.semantic_language_pool(
-                s.id, s.dimensions, filtered,
-                CASE WHEN g.is_query_lang THEN query_embedding
-                     ELSE query_embedding - query_mean END,
-                query_embedding - query_mean, query_embedding, g.mean, g.langs,
-                coalesce(filters, '{}'::jsonb), pool_size, s.collection_id) x;
+                p_set_id => s.id, p_dimensions => s.dimensions, p_filtered => filtered,
+                probe => CASE WHEN g.is_query_lang THEN query_embedding
+                              ELSE query_embedding - query_mean END,
+                centred_query => query_embedding - query_mean, query_embedding => query_embedding,
+                lang_mean => g.mean, langs => g.langs, filters => coalesce(filters, '{}'::jsonb),
+                pool_size => pool_size, p_collection_id => s.collection_id) x;
         END LOOP;
-        RETURN QUERY SELECT * FROM pgrag.semantic_on_query_scale(ids, raws, cens, langs, own_lang);
+        RETURN QUERY SELECT * FROM pgrag.semantic_on_query_scale(
+            ids => ids, raws => raws, cens => cens, langs => langs, own_lang => own_lang);
     END LOOP;
 END
 $$;
@@ -332,7 +338,9 @@ BEGIN
         'SELECT chunk_id, 1 - (embedding <=> $6), '
         '       -((embedding - $5) <#> $7) / (vector_norm($7) '
         '       * greatest(vector_norm(embedding - $5), 0.3)), lang FROM ('
-        || pgrag.semantic_leg_sql(p_set_id, p_dimensions, p_filtered, true, p_collection_id)
+        || pgrag.semantic_leg_sql(p_set_id => p_set_id, p_dimensions => p_dimensions,
+                                  p_filtered => p_filtered, p_by_language => true,
+                                  p_collection_id => p_collection_id)
         || ') leg'
         USING probe, filters, pool_size, langs, lang_mean, query_embedding, centred_query;
 END

@@ -20,8 +20,10 @@ LANGUAGE sql STABLE AS $$
         JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
         WHERE (CASE WHEN case_sensitive THEN c.content ~ pattern ELSE c.content ~* pattern END)
           AND (collection_ids IS NULL OR c.collection_id = ANY (collection_ids))
-          AND pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at, d.created_at,
-                                          d.submitter, d.author, d.tags, filters)
+          AND pgrag.document_fields_match(
+                  folder => d.folder, file_type => d.file_type, id => d.id,
+                  modified_at => d.modified_at, created_at => d.created_at,
+                  submitter => d.submitter, author => d.author, tags => d.tags, filters => filters)
     )
     SELECT row_number() OVER (ORDER BY h.n DESC, h.path, h.ordinal)::int, h.id, h.document_id,
            h.n, count(*) OVER ()::int

@@ -66,10 +66,12 @@ BEGIN
         SELECT e.rank, e.chunk_id, e.fusion, p.lexical_part, p.semantic_part, e.fused_score,
                e.lexical_share, e.semantic_cosine, e.centred, e.query_lang, e.chunk_lang
         FROM pgrag.explain_search(log_id) e
-        CROSS JOIN LATERAL pgrag.fused_parts(e.fusion, e.lexical_weight, e.semantic_weight,
-                                             e.rrf_k, e.lexical_share, e.lexical_norm,
-                                             e.semantic_norm, e.lexical_rank,
-                                             e.semantic_rank) p
+        CROSS JOIN LATERAL pgrag.fused_parts(
+            fusion => e.fusion, lexical_weight => e.lexical_weight,
+            semantic_weight => e.semantic_weight, rrf_k => e.rrf_k,
+            lexical_share => e.lexical_share, lexical_norm => e.lexical_norm,
+            semantic_norm => e.semantic_norm, lexical_rank => e.lexical_rank,
+            semantic_rank => e.semantic_rank) p
         ORDER BY e.rank;
     END IF;
 END

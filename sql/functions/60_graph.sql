@@ -33,14 +33,16 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         UNION
         SELECT s.next_id, r.distance + 1
         FROM reach r
-        CROSS JOIN LATERAL pgrag.graph_steps(r.node_id, types, direction) s
+        CROSS JOIN LATERAL pgrag.graph_steps(node => r.node_id, types => types,
+                                             direction => direction) s
         WHERE r.distance < least(greatest(graph_neighbors.depth, 0), 3)
     ), nearest AS (
         SELECT r.node_id, min(r.distance)::int AS distance FROM reach r GROUP BY r.node_id
     ), followed AS (
         SELECT s.next_id AS node_id, s.relationship_id
         FROM nearest n
-        CROSS JOIN LATERAL pgrag.graph_steps(n.node_id, types, direction) s
+        CROSS JOIN LATERAL pgrag.graph_steps(node => n.node_id, types => types,
+                                             direction => direction) s
         WHERE n.distance < least(greatest(graph_neighbors.depth, 0), 3)
     )
     SELECT n.node_id, n.distance,
@@ -66,7 +68,8 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         UNION
         SELECT s.next_id, r.distance + 1
         FROM reach r
-        CROSS JOIN LATERAL pgrag.graph_steps(r.node_id, types, direction) s
+        CROSS JOIN LATERAL pgrag.graph_steps(node => r.node_id, types => types,
+                                             direction => direction) s
         WHERE r.distance < least(greatest(max_depth, 0), 6) AND r.node_id <> to_node
     ), target AS (
         SELECT r.distance FROM reach r WHERE r.node_id = to_node LIMIT 1
@@ -76,7 +79,8 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         UNION
         SELECT s.next_id, r.distance + 1
         FROM nearer r
-        CROSS JOIN LATERAL pgrag.graph_steps(r.node_id, types, direction) s
+        CROSS JOIN LATERAL pgrag.graph_steps(node => r.node_id, types => types,
+                                             direction => direction) s
         WHERE r.distance < (SELECT t.distance FROM target t) - 1
     ), back (node_id, distance, node_ids, relationship_ids) AS (
         SELECT to_node, t.distance, ARRAY[to_node], ARRAY[]::uuid[]
@@ -87,9 +91,10 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         FROM back b
         CROSS JOIN LATERAL (
             SELECT s.next_id AS prev_id, s.relationship_id
-            FROM pgrag.graph_steps(b.node_id, types,
-                                   CASE direction WHEN 'out' THEN 'in'
-                                                  WHEN 'in' THEN 'out' ELSE 'both' END) s
+            FROM pgrag.graph_steps(node => b.node_id, types => types,
+                                   direction => CASE direction WHEN 'out' THEN 'in'
+                                                               WHEN 'in' THEN 'out'
+                                                               ELSE 'both' END) s
             WHERE EXISTS (SELECT 1 FROM nearer r
                           WHERE r.node_id = s.next_id AND r.distance = b.distance - 1)
             ORDER BY s.next_id, s.relationship_id

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from pgrag import metrics
 from pgrag.http.deps import Context, Scope, shared_context
-from pgrag.http.errors import ERROR_DESCRIPTIONS, ErrorBody, error_docs
+from pgrag.http.errors import error_doc, error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
 from pgrag.services.context import SharedContext
@@ -36,7 +36,7 @@ async def healthz() -> dict[str, str]:
     "/readyz",
     response_model=Readiness,
     responses={
-        401: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[401]},
+        401: error_doc(401),
         503: {"model": Readiness, "description": "the database does not answer"},
     },
 )

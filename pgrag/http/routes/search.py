@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -10,7 +10,7 @@ from pgrag.deadline import within
 from pgrag.http.deps import Context, QueryInt, Scope
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
-from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.search.models import SearchData, SearchFilters, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
@@ -31,7 +31,7 @@ async def api_search(
     caller_scope: Scope,  # not `scope`: that is the query parameter
     q: Annotated[str, Query(min_length=1, max_length=4000)],
     mode: SearchMode = SearchMode.HYBRID,
-    scope: Literal["chunks", "documents"] = "chunks",
+    scope: SearchScope = "chunks",
     limit: Annotated[QueryInt, Query(ge=1, le=50)] = 5,
     folder: str | None = None,
     file_type: str | None = None,

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from pgrag.errors import InvalidArgument
-from pgrag.search.models import Scope, SearchRequest
+from pgrag.search.models import SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
@@ -65,7 +65,7 @@ async def search_page(view: Page) -> Response:
         "nav": "search",
         "form": form,
         "modes": [m.value for m in SearchMode],
-        "scopes": get_args(Scope),
+        "scopes": get_args(SearchScope),
     }
     if not form["q"]:
         return view.page("search.html", **values)

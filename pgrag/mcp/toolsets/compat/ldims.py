@@ -22,7 +22,13 @@ from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.toolsets.compat.ldims_content import iso, register_extracted_content
 from pgrag.mcp.toolsets.compat.shape import compat_tool
 from pgrag.search.engine import SearchPage
-from pgrag.search.models import ScoringDetails, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.models import (
+    ContentMode,
+    ScoringDetails,
+    SearchFilters,
+    SearchHit,
+    SearchRequest,
+)
 from pgrag.search.modes import SearchMode
 from pgrag.services.compat import DocumentDetails, document_details
 from pgrag.services.context import SEARCH_TIMEOUT_S
@@ -111,7 +117,7 @@ class SearchDocumentsResponse(BaseModel):
     searchMetadata: LdimsSearchMetadata
 
 
-def _matched_context(hit: SearchHit, content_mode: str) -> str:
+def _matched_context(hit: SearchHit, content_mode: ContentMode) -> str:
     """Seed 003 §十: full → the text; smart_extract → the snippet summary when
     PGRAG_RETURN_SNIPPET_SUMMARY, else empty; no snippets → a short preview."""
     if content_mode == "full":
@@ -121,7 +127,9 @@ def _matched_context(hit: SearchHit, content_mode: str) -> str:
     return hit.preview
 
 
-def _result_for(hit: SearchHit, row: DocumentDetails | None, content_mode: str) -> LdimsResult:
+def _result_for(
+    hit: SearchHit, row: DocumentDetails | None, content_mode: ContentMode
+) -> LdimsResult:
     snippets = [LdimsSnippet(**s.model_dump()) for s in hit.snippets]
     file_type = (
         (row.file_type if row else None) or str(hit.metadata.get("document_type") or "") or None
@@ -205,7 +213,7 @@ def _response(
     page: SearchPage,
     rows: dict[str, DocumentDetails],
     search_mode: str,
-    content: str,
+    content: ContentMode,
     started: float,
 ) -> dict[str, Any]:
     """searchDocuments' answer for one page of pgrag's hits and their documents' metadata."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -12,7 +12,13 @@ from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.paged import Page
 from pgrag.mcp.schemas import EmbeddingData
 from pgrag.mcp.toolsets.core.common import MaxTokens, Token, result
-from pgrag.search.models import SearchData, SearchFilters, SearchRequest
+from pgrag.search.models import (
+    ContentMode,
+    SearchData,
+    SearchFilters,
+    SearchRequest,
+    SearchScope,
+)
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
@@ -29,13 +35,13 @@ async def search(
     ],
     ctx: Context[Any, Any],
     mode: SearchMode = SearchMode.HYBRID,
-    scope: Literal["chunks", "documents"] = "chunks",
+    scope: SearchScope = "chunks",
     limit: Annotated[int, Field(ge=1, le=50)] = 5,
     threshold: Annotated[
         float | None, Field(ge=-1, le=1, description="minimum cosine similarity")
     ] = None,
     filters: SearchFilters | None = None,
-    content_mode: Literal["smart_extract", "full", "none"] | None = None,
+    content_mode: ContentMode | None = None,
     context_chars: Annotated[int, Field(ge=0, le=4000)] = 400,
     merge_overlapping: bool = True,
     return_scoring_details: bool = False,
