@@ -80,6 +80,13 @@ LIMIT %(match_count)s
 """
 
 RECIPES = {"supabase_rrf": SUPABASE_SQL, "pgvector_python_rrf": PGVECTOR_PYTHON_SQL}
+# How many chunks each recipe's keyword leg matches (capped): both parse the query as an AND
+# of its words, so a long question often matches nothing and the recipe is its vector leg.
+MATCHES_SQL = {
+    "supabase_rrf": "websearch_to_tsquery('pgrag.search', %s)",
+    "pgvector_python_rrf": "plainto_tsquery('pgrag.search', %s)",
+}
+MATCH_CAP = 1000
 SET_SQL = (
     "SELECT es.id, es.dimensions, pgrag.embedding_expr(es.dimensions)"
     " FROM pgrag.collections c JOIN pgrag.embedding_sets es ON es.id = c.active_set_id"
@@ -99,7 +106,7 @@ def measure_peers(
     conn: psycopg.Connection, collection: str, queries: list[str], vectors: np.ndarray
 ) -> dict[str, dict[str, Any]]:
     """p50/p95 of each recipe over the queries (10 results, after 5 warm-up queries), its
-    mean hits and the indexes its plan reads."""
+    mean hits, the indexes its plan reads and how often its keyword leg matches at all."""
     out: dict[str, dict[str, Any]] = {}
     for name, sql in recipes(conn, collection).items():
         params = [
@@ -115,13 +122,24 @@ def measure_peers(
             rows = conn.execute(sql, p).fetchall()
             seconds.append(time.perf_counter() - t)
             hits.append(len(rows))
+        matches = [_keyword_matches(conn, name, q) for q in queries]
         out[name] = {
             **support.percentiles_ms(seconds),
             "mean_hits": round(float(np.mean(hits)), 1),
             "plan_indexes": sorted(set(_index_names(plan))),
+            "queries_with_keyword_matches": sum(m > 0 for m in matches),
+            f"keyword_matches_mean_capped_{MATCH_CAP}": round(float(np.mean(matches)), 1),
         }
         print(f"   {name:<20} {out[name]}", flush=True)
     return out
+
+
+def _keyword_matches(conn: psycopg.Connection, name: str, query: str) -> int:
+    sql = (
+        f"SELECT count(*) FROM (SELECT 1 FROM pgrag.chunks c WHERE c.tsv @@ {MATCHES_SQL[name]}"
+        f" LIMIT {MATCH_CAP}) m"
+    )
+    return int(conn.execute(sql, (query,)).fetchone()[0])
 
 
 def _index_names(node: Any) -> list[str]:
