@@ -114,6 +114,7 @@ def measure_peers(
             for q, v in zip(queries, vectors, strict=True)
         ]
         plan = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params[0]).fetchone()[0]
+        plan = json.loads(plan) if isinstance(plan, str) else plan
         for p in params[:5]:
             conn.execute(sql, p).fetchall()
         seconds, hits = [], []
@@ -143,8 +144,6 @@ def _keyword_matches(conn: psycopg.Connection, name: str, query: str) -> int:
 
 
 def _index_names(node: Any) -> list[str]:
-    if isinstance(node, str):
-        node = json.loads(node)
     if isinstance(node, list):
         return [n for x in node for n in _index_names(x)]
     if isinstance(node, dict):
