@@ -1,4 +1,6 @@
-"""Latency, index build time and disk size of pgrag search at 100,000+ chunks.
+"""pgrag search at 100,000+ chunks on one server: latency per mode, index build times, disk
+per chunk, the server's memory, HNSW recall@10 against exact search (with an ef_search
+sweep), and the peers' hybrid recipes on the same tables and queries.
 
 The corpus is synthetic but shaped like real text: every chunk is a title and 3-7 sentences
 drawn at random from SciFact abstracts (so lexeme frequencies stay Zipf-like), in documents
@@ -9,18 +11,17 @@ and timed while rebuilt.
 
     python benchmarks/scale.py                  # 100,000 chunks
     python benchmarks/scale.py --chunks 20000 --queries 50
+    python benchmarks/scale.py --growth 100k 1m   # two runs side by side, with ratios
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hashlib
 import json
-import re
+import signal
 import sys
 import time
-import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,20 +30,13 @@ import numpy as np
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_growth
+import scale_load
+import scale_probes
 import support
+from peers import measure_peers
 
-CHUNKS_PER_DOCUMENT = 5
-FOLDERS = 100  # a folder filter keeps ~1% of the chunks
-NOISE = 0.35  # norm of the noise added to a source vector, before renormalising
 SEED = 20240601
-MAINTENANCE_WORK_MEM = "512MB"
-
-TEXT_INDEXES = ("chunks_tsv_idx", "chunks_content_trgm_idx")
-DOCUMENTS_COPY = (
-    "COPY pgrag.documents (id, collection_id, path, folder, name, file_type, title, status,"
-    " progress) FROM STDIN"
-)
-INDEX_DEF_SQL = "SELECT pg_get_indexdef(%s::regclass)"
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
     %(query)s, %(embedding)s, 10, %(collections)s, %(filters)s, 60, %(lw)s, %(sw)s, 100{extra})
@@ -54,6 +48,10 @@ WHERE n.nspname = 'pgrag' AND c.relkind IN ('r', 'i')
   AND (c.relname IN ('chunks', 'embeddings', 'documents', 'units')
        OR c.relname LIKE 'chunks%%idx' OR c.relname LIKE 'embeddings%%')
 ORDER BY pg_total_relation_size(c.oid) DESC
+"""
+SERVER_SQL = """
+SELECT split_part(version(), ' ', 2), (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
+       current_setting('shared_buffers'), current_setting('hnsw.ef_search')
 """
 MODES = {"keyword": (1.0, 0.0), "semantic": (0.0, 1.0), "hybrid": (1.0, 1.0)}
 # the default fusion without its proximity term (no windows computed): what the proximity
@@ -71,120 +69,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--label", default="latest")
     p.add_argument("--keep", action="store_true", help="keep the database (with --dsn)")
     p.add_argument("--no-latency", action="store_true", help="load and measure sizes only")
+    p.add_argument(
+        "--maintenance-work-mem",
+        default=None,
+        help="for the index builds (default: enough for an in-memory HNSW build)",
+    )
+    p.add_argument(
+        "--growth",
+        nargs=2,
+        metavar=("SMALL", "LARGE"),
+        help="print two runs (labels in --out) side by side with their ratios, then exit",
+    )
     return p.parse_args(argv)
-
-
-def sentences(text: str) -> list[str]:
-    return [x for x in re.split(r"(?<=[.!?])\s+", text) if len(x) > 20]
-
-
-def synthesize(
-    src: support.BeirSet, n_chunks: int, rng: np.random.Generator
-) -> tuple[list[str], list[str], np.ndarray]:
-    """(headings, contents, vectors) of n_chunks synthetic chunks. A document borrows a
-    SciFact passage: its title as heading, its vector (plus noise) for every chunk, and one
-    of its sentences to open each chunk; 2-6 sentences from anywhere follow."""
-    per_doc = [sentences(t) or [t] for t in src.texts]
-    pool = [x for ss in per_doc for x in ss]
-    n_docs = -(-n_chunks // CHUNKS_PER_DOCUMENT)
-    origin = np.repeat(rng.integers(0, len(src.doc_ids), n_docs), CHUNKS_PER_DOCUMENT)[:n_chunks]
-    lengths = rng.integers(2, 7, n_chunks)
-    picks = rng.integers(0, len(pool), int(lengths.sum()))
-    contents, at = [], 0
-    for o, k in zip(origin, lengths, strict=True):
-        own = per_doc[o][int(rng.integers(0, len(per_doc[o])))]
-        contents.append(" ".join([own, *(pool[i] for i in picks[at : at + k])]))
-        at += k
-    headings = [src.titles[o] for o in origin]
-    noise = rng.standard_normal((n_chunks, src.vectors.shape[1])).astype(np.float32)
-    noise *= NOISE / np.linalg.norm(noise, axis=1, keepdims=True)
-    vectors = src.vectors[origin] + noise
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return headings, contents, vectors
-
-
-def load(dsn: str, headings: list[str], contents: list[str], vectors: np.ndarray) -> dict[str, Any]:
-    """Documents of CHUNKS_PER_DOCUMENT chunks in FOLDERS folders; indexes rebuilt and timed."""
-    timings: dict[str, Any] = {}
-    with support.connect(dsn) as conn:
-        cid = conn.execute(support.COLLECTION_SQL, ("scale",)).fetchone()[0]
-        set_id = asyncio.run(support.create_active_set(dsn, cid))
-        hnsw = conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (set_id,)).fetchone()[0]
-        defs = {i: conn.execute(INDEX_DEF_SQL, (f"pgrag.{i}",)).fetchone()[0] for i in TEXT_INDEXES}
-        for index in (*TEXT_INDEXES, hnsw):
-            conn.execute(support.DROP_INDEX_SQL.format(index))
-        t = time.perf_counter()
-        chunk_ids = _copy_rows(conn, cid, headings, contents)
-        timings["rows_s"] = round(time.perf_counter() - t, 1)
-        t = time.perf_counter()
-        support.copy_embeddings(conn, set_id, list(zip(chunk_ids, vectors, strict=True)))
-        timings["embeddings_s"] = round(time.perf_counter() - t, 1)
-        conn.execute(f"SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
-        builds = {}
-        for name, ddl in defs.items():
-            t = time.perf_counter()
-            conn.execute(ddl)
-            builds[name] = round(time.perf_counter() - t, 1)
-        t = time.perf_counter()
-        conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (set_id,))
-        builds[f"{hnsw} (HNSW m=16, ef_construction=64)"] = round(time.perf_counter() - t, 1)
-        timings["index_build_s"] = builds
-        timings["maintenance_work_mem"] = MAINTENANCE_WORK_MEM
-        t = time.perf_counter()
-        conn.execute("VACUUM ANALYZE pgrag.documents, pgrag.units, pgrag.chunks, pgrag.embeddings")
-        timings["vacuum_analyze_s"] = round(time.perf_counter() - t, 1)
-    return timings
-
-
-def _copy_rows(
-    conn: psycopg.Connection, cid: int, headings: list[str], contents: list[str]
-) -> list[int]:
-    """Documents, one unit each (the chunks joined) and the chunks; chunk ids in input order."""
-    n_docs = -(-len(contents) // CHUNKS_PER_DOCUMENT)
-    doc_ids = [uuid.UUID(int=i + 1) for i in range(n_docs)]
-    parts = [
-        contents[i * CHUNKS_PER_DOCUMENT : (i + 1) * CHUNKS_PER_DOCUMENT] for i in range(n_docs)
-    ]
-    with conn.transaction():
-        with conn.cursor() as cur, cur.copy(DOCUMENTS_COPY) as copy:
-            for i, d in enumerate(doc_ids):
-                folder, name = f"f{i % FOLDERS:03d}", f"doc{i:06d}.txt"
-                title = headings[i * CHUNKS_PER_DOCUMENT]
-                copy.write_row(
-                    (d, cid, f"{folder}/{name}", folder, name, "txt", title, "ready", 100)
-                )
-        with conn.cursor() as cur, cur.copy(support.UNITS_COPY) as copy:
-            for d, part in zip(doc_ids, parts, strict=True):
-                copy.write_row((cid, d, "text", 1, None, "\n\n".join(part)))
-        unit_of = dict(conn.execute("SELECT document_id, id FROM pgrag.units").fetchall())
-        with conn.cursor() as cur, cur.copy(support.CHUNKS_COPY) as copy:
-            for i, (d, part) in enumerate(zip(doc_ids, parts, strict=True)):
-                heading, offset = headings[i * CHUNKS_PER_DOCUMENT], 0
-                for ordinal, text in enumerate(part, start=1):
-                    digest = hashlib.sha256(support.embed_text(heading, text).encode()).digest()
-                    tokens = max(1, round(len(text.split()) * 1.3))
-                    end = offset + len(text)
-                    row = (
-                        d,
-                        cid,
-                        unit_of[d],
-                        ordinal,
-                        heading,
-                        text,
-                        digest,
-                        tokens,
-                        offset,
-                        end,
-                        "en",
-                    )
-                    copy.write_row(row)
-                    offset = end + 2
-    rows = conn.execute("SELECT id, document_id, ordinal FROM pgrag.chunks").fetchall()
-    at = {(doc, ordinal): cid_ for cid_, doc, ordinal in rows}
-    return [
-        at[(doc_ids[j // CHUNKS_PER_DOCUMENT], j % CHUNKS_PER_DOCUMENT + 1)]
-        for j in range(len(contents))
-    ]
 
 
 def measure(
@@ -249,17 +145,19 @@ def _search(
         return conn.execute(search_sql, params).fetchall()
 
 
-def sizes(conn: psycopg.Connection) -> dict[str, Any]:
+def sizes(conn: psycopg.Connection, chunks: int) -> dict[str, Any]:
     rows = conn.execute(SIZES_SQL).fetchall()
     db = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     mb = 1024 * 1024
     return {
         "database_mb": round(db / mb, 1),
+        "database_bytes_per_chunk": round(db / chunks),
         "relations": {
             name: {
                 "kind": "index" if kind == "i" else "table",
                 "mb": round(size / mb, 1),
                 "total_mb": round(total / mb, 1),
+                "bytes_per_chunk": round(total / chunks),
             }
             for name, size, total, kind in rows
         },
@@ -268,41 +166,101 @@ def sizes(conn: psycopg.Connection) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.growth:
+        print(scale_growth.report(json.loads(args.out.read_text()), *args.growth))
+        return 0
+    signal.signal(signal.SIGTERM, _terminate)
     rng = np.random.default_rng(SEED)
     src = support.load_set("scifact", "test")
     qvec, _ = support.query_vectors("scifact", src.queries)
     queries = list(src.queries.values())[: args.queries]
-    headings, contents, vectors = synthesize(src, args.chunks, rng)
+    corpus = scale_load.synthesize(src, args.chunks, rng)
     result: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "complete": False,
         "chunks": args.chunks,
-        "documents": -(-args.chunks // CHUNKS_PER_DOCUMENT),
+        "documents": -(-args.chunks // scale_load.CHUNKS_PER_DOCUMENT),
         "corpus": __doc__.split("\n\n")[1].replace("\n", " "),
         "latency": "SQL round trip of pgrag.hybrid_search (10 hits, pool 100), one query at a "
         "time after 5 warm-up queries; filter = {'folder': 'f042'} (~1% of chunks); "
         "collection = the one collection named (every chunk), keyword and hybrid; "
-        "scoped_key = the same in a transaction that entered the collection's scope",
+        "scoped_key = the same in a transaction that entered the collection's scope; "
+        "peers = their recipes on the same tables and queries (benchmarks/peers.py)",
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }
     with support.server(args.dsn) as admin:
         dsn = support.fresh_database(admin, "pgrag_bench_scale")
         try:
-            print(f"loading {args.chunks} chunks ...", flush=True)
-            result["load"] = load(dsn, headings, contents, vectors)
-            print(f"   {result['load']}", flush=True)
-            with support.connect(dsn) as conn:
-                result["disk"] = sizes(conn)
-                if not args.no_latency:
-                    result["latency_ms"] = measure(conn, queries, qvec[: len(queries)])
+            run(args, dsn, result, corpus, queries, qvec[: len(queries)])
         finally:
             if not args.keep:
                 support.drop_database(admin, dsn)
+    result["complete"] = True
+    result["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    save(args, result)
+    return 0
+
+
+def run(
+    args: argparse.Namespace,
+    dsn: str,
+    result: dict[str, Any],
+    corpus: tuple[list[str], list[str], np.ndarray],
+    queries: list[str],
+    qvec: np.ndarray,
+) -> None:
+    """Load, sizes, latency (pgrag's, then the peers' recipes', the server's memory sampled
+    meanwhile), then recall; the result is saved after each phase, so that a run stopped
+    by `timeout` keeps what it measured."""
+    mwm = args.maintenance_work_mem or scale_load.maintenance_work_mem(args.chunks)
+    print(f"loading {args.chunks} chunks (maintenance_work_mem {mwm}) ...", flush=True)
+    result["load"] = scale_load.load(dsn, *corpus, mwm)
+    print(f"   {result['load']}", flush=True)
+    save(args, result)
+    with support.connect(dsn) as conn:
+        conn.execute("SELECT '[1]'::vector")  # loads pgvector, which defines hnsw.*
+        result["server"] = dict(
+            zip(
+                ("postgres", "pgvector", "shared_buffers", "hnsw.ef_search"),
+                conn.execute(SERVER_SQL).fetchone(),
+                strict=True,
+            )
+        )
+        result["disk"] = sizes(conn, args.chunks)
+        save(args, result)
+        if args.no_latency:
+            return
+        with scale_probes.ServerMemory(conn) as memory:
+            result["latency_ms"] = measure(conn, queries, qvec)
+            save(args, result)
+            result["peers_latency_ms"] = _probe(measure_peers, conn, "scale", queries, qvec)
+        result["server_memory_during_latency"] = memory.result()
+        print(f"   memory {result['server_memory_during_latency']}", flush=True)
+        save(args, result)
+        result["recall"] = _probe(scale_probes.recall, conn, "scale", qvec)
+        save(args, result)
+
+
+def _probe(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """A probe whose statement fails is recorded as its error; the run goes on to the next."""
+    try:
+        return fn(*args)
+    except psycopg.Error as exc:
+        print(f"   {fn.__name__} failed: {exc}", flush=True)
+        return {"error": str(exc)}
+
+
+def save(args: argparse.Namespace, result: dict[str, Any]) -> None:
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data[args.label] = result
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"wrote {args.out} [{args.label}]")
-    return 0
+    print(f"wrote {args.out} [{args.label}]", flush=True)
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    """SIGTERM (`timeout`) unwinds like an error: the database is dropped, the server stopped."""
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":
