@@ -65,7 +65,7 @@ async def api_document(context: Context, scope: Scope, document_id: str) -> dict
     }
 
 
-CONTENT_LINK = {
+CONTENT_LINK: dict[str, Any] = {
     "Link": {
         "description": 'When the text goes on: `</api/documents/{id}/content?start=N>; rel="next"`',
         "schema": {"type": "string"},
