@@ -7,7 +7,8 @@ A fresh database holds the hostile client's corpus (hostile_client.py: the 1 × 
 CSV and the 3 MB text, hash embedder) and one note embedded with the default model (so
 searches embed their query as the soak's do). `pgrag serve --transport http` runs under
 memory_hook.py; one MCP session sends short searches (the soak's normal load), then
-`--rounds` calls of each hostile kind in turn. After each step the server reports its RSS,
+`--rounds` calls of each hostile kind in turn, then three times `--rounds` mixed rounds
+(every kind in turn). After each step the server reports its RSS,
 glibc's bytes in use and free-but-kept, its arenas, and (`--trace`) the Python bytes traced
 and the source lines that grew most; at the end glibc is trimmed (`malloc_trim(0)`) and the
 RSS read again. `--arena-max` sets MALLOC_ARENA_MAX for the server.
@@ -48,6 +49,7 @@ from support import RESULTS, drop_database, fresh_database, server
 HOOK = Path(__file__).resolve().parent / "memory_hook.py"
 NOTE_COLLECTION = "probe"
 NORMAL_CALLS = 30
+AGAIN = 3
 WORDS = ("budget", "forecast", "contract", "revenue", "vendor", "audit", "policy", "quarter")
 
 
@@ -119,10 +121,11 @@ async def probe(url: str, reports: Reports, rounds: int) -> dict[str, Any]:
         for _ in range(rounds):
             await client.raw_calls(hc)
         await reports.take("raw_posts")
-        for _ in range(rounds):  # a whole round again: does anything keep growing?
-            for kind in SESSION_KINDS:
-                await client.call(session, kind)
-        await reports.take("all_again")
+        for again in range(1, AGAIN + 1):  # mixed rounds: does anything keep growing?
+            for _ in range(rounds):
+                for kind in SESSION_KINDS:
+                    await client.call(session, kind)
+            await reports.take(f"mixed {again}")
         await asyncio.sleep(5)
         await reports.take("idle", trim=True)
     return stats.summary()
