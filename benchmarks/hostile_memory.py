@@ -8,10 +8,10 @@ CSV and the 3 MB text, hash embedder) and one note embedded with the default mod
 searches embed their query as the soak's do). `pgrag serve --transport http` runs under
 memory_hook.py; one MCP session sends short searches (the soak's normal load), then
 `--rounds` calls of each hostile kind in turn, then three times `--rounds` mixed rounds
-(every kind in turn). After each step the server reports its RSS,
-glibc's bytes in use and free-but-kept, its arenas, and (`--trace`) the Python bytes traced
-and the source lines that grew most; at the end glibc is trimmed (`malloc_trim(0)`) and the
-RSS read again. `--arena-max` sets MALLOC_ARENA_MAX for the server.
+(every kind in turn). After each step the server reports its RSS, glibc's bytes in use and
+free-but-kept, its arenas, and (`--trace`) the Python bytes traced and the source lines
+that grew most; at the end glibc is trimmed (`malloc_trim(0)`) and the RSS read again.
+`--arena-max` sets MALLOC_ARENA_MAX for the server. Findings: benchmarks/README.md.
 """
 
 from __future__ import annotations
