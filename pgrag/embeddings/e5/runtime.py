@@ -21,8 +21,8 @@ from pgrag.embeddings.e5.weights import Weights, dequantize
 
 MAX_TOKENS_PER_RUN = 1024  # larger runs were no faster here, and ORT's memory grows with them
 # A query run padded beyond this many tokens hands its memory back when it ends. ORT's arena
-# keeps what its largest run needed: one 500-token query (anyone can send one) grew the
-# query session by ~35 MB for good, where the usual queries need a few.
+# keeps what its largest run needed: 500-token queries (anyone can send them) grew the
+# query session by ~40 MB for good, where the usual queries need a few.
 RELEASE_ABOVE_TOKENS = 128
 
 
