@@ -43,6 +43,7 @@ HOSTILE_REGEX = "(.|..)+#|e"  # backtracks at every start in text without '#'
 NESTING = 100_000
 SLOW_SOCKETS = 16
 SLOW_BYTE_EVERY_S = 2.0
+SESSION_KINDS = ("long_query", "regex", "wide_sheet", "read_text", "nul_query")  # a round's order
 EXPECTED_STATUSES = {"nested_json": {400}, "spoofed_host": {400, 421}}
 
 _ONSETS = ("b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st", "pl")
@@ -151,16 +152,27 @@ class HostileClient:
         marker = text.rfind("Read pgrag://documents/")  # the note naming the next part
         self.text_uri = text[marker + 5 :].split(" ", 1)[0] if marker >= 0 else None
 
-    async def _session_round(self, session: ClientSession) -> None:
-        await self._tool(session, "long_query", {"query": long_query(self.rng), "limit": 10})
-        await self._tool(session, "regex", {"query": HOSTILE_REGEX, "mode": "regex", "limit": 50})
-        sheet = {"document_id": "wide.csv", "max_tokens": 25000}
-        if self.sheet_token:
-            sheet["continuation_token"] = self.sheet_token
-        body = await self._tool(session, "wide_sheet", sheet)
-        self.sheet_token = (body.get("continuation") or {}).get("token")
-        await self._read_text(session)
-        await self._tool(session, "nul_query", {"query": "budget\u0000forecast\u0000", "limit": 5})
+    async def call(self, session: ClientSession, kind: str) -> None:
+        """One call of a kind of SESSION_KINDS."""
+        if kind == "read_text":
+            await self._read_text(session)
+        elif kind == "wide_sheet":
+            sheet = {"document_id": "wide.csv", "max_tokens": 25000}
+            if self.sheet_token:
+                sheet["continuation_token"] = self.sheet_token
+            body = await self._tool(session, "wide_sheet", sheet)
+            self.sheet_token = (body.get("continuation") or {}).get("token")
+        elif kind == "long_query":
+            await self._tool(session, kind, {"query": long_query(self.rng), "limit": 10})
+        elif kind == "regex":
+            await self._tool(session, kind, {"query": HOSTILE_REGEX, "mode": "regex", "limit": 50})
+        else:
+            await self._tool(session, kind, {"query": "budget\u0000forecast\u0000", "limit": 5})
+
+    async def raw_calls(self, hc: httpx2.AsyncClient) -> None:
+        """The nested JSON and the spoofed Host, sent past the MCP client."""
+        await self._raw(hc, "nested_json", b"[" * NESTING + b"]" * NESTING, None)
+        await self._raw(hc, "spoofed_host", b"{}", "localhost:evil.com")
 
     async def _raw(self, hc: httpx2.AsyncClient, kind: str, body: bytes, host: str | None) -> None:
         headers = {
@@ -178,7 +190,6 @@ class HostileClient:
         self.stats.record(kind, time.perf_counter() - t, problem)
 
     async def run(self, stop: asyncio.Event) -> None:
-        nested = b"[" * NESTING + b"]" * NESTING
         while not stop.is_set():
             try:
                 async with (
@@ -188,9 +199,9 @@ class HostileClient:
                 ):
                     await session.initialize()
                     while not stop.is_set():
-                        await self._session_round(session)
-                        await self._raw(hc, "nested_json", nested, None)
-                        await self._raw(hc, "spoofed_host", b"{}", "localhost:evil.com")
+                        for kind in SESSION_KINDS:
+                            await self.call(session, kind)
+                        await self.raw_calls(hc)
             except Exception as exc:  # the session failed: count it, reconnect
                 self.stats.record("session", 0.0, f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(1)

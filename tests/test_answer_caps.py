@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import random
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +28,7 @@ from pgrag.settings import load_settings
 from pgrag.store.pages import extracted_text
 from pgrag.tokens import count_tokens
 from tests.conftest import create_database, drop_database
+from tests.support.big_text import big_text
 from tests.support.kb_server import HASH_MODEL, child_env
 
 pytestmark = pytest.mark.anyio
@@ -52,17 +52,6 @@ def _cell(i: int, j: int) -> str:
     return f"r{i}c{j}"
 
 
-def _big_text(rng: random.Random) -> str:
-    words = ["budget", "forecast", "café", "北京", "straße", "région", "ledger", "übersicht"]
-    lines: list[str] = []
-    size = 0
-    while size < BIG_TEXT_BYTES:
-        line = " ".join(rng.choice(words) for _ in range(rng.randint(5, 25))) + "."
-        lines.append(line)
-        size += len(line.encode()) + 1
-    return "\n".join(lines)
-
-
 def _write_corpus(root: Path) -> None:
     with (root / WIDE_HEADER).open("w", newline="") as f:
         csv.writer(f).writerow([_header(j) for j in range(MAX_COLUMNS)])
@@ -71,7 +60,7 @@ def _write_corpus(root: Path) -> None:
         writer.writerow([_header(j) for j in range(ROWS_COLUMNS)])
         for i in range(DATA_ROWS):
             writer.writerow([_cell(i, j) for j in range(ROWS_COLUMNS)])
-    (root / BIG_TEXT).write_text(_big_text(random.Random(5)), encoding="utf-8")
+    (root / BIG_TEXT).write_text(big_text(BIG_TEXT_BYTES), encoding="utf-8")
 
 
 async def _ingest(dsn: str, root: Path) -> None:

@@ -1,7 +1,7 @@
 """Re-ingesting a document from its page, in headless Chromium: on a writable server, the
-button re-reads the file through the CLI's Ingestor (also when the file is unchanged) and
-the page follows the document to ready; refused without the session's CSRF token, and on
-a read-only server."""
+button re-reads the file through the CLI's Ingestor (also when the file is unchanged), the
+page follows the document to ready and then shows the new version's text and chunks;
+refused without the session's CSRF token, and on a read-only server."""
 
 from __future__ import annotations
 
@@ -38,12 +38,11 @@ def ingested_at(dsn: str) -> object:
 
 
 def reingest(page: Page) -> None:
-    """Click "Re-ingest" and wait until the page has followed the document to ready."""
+    """Click "Re-ingest" and wait until the page has followed the document to ready and
+    loaded itself again (`?reingested=1`: only the status poll's end leads there)."""
     page.locator("#reingest").click()
-    page.wait_for_url("**?reingest=1")
-    expect(page.locator("#reingesting .state")).to_have_attribute(
-        "data-state", "ready", timeout=60_000
-    )
+    page.wait_for_url("**?reingested=1", timeout=60_000)
+    expect(page.locator("#reingesting .state")).to_have_attribute("data-state", "ready")
     assert page.locator("#reingesting progress").get_attribute("value") == "100"
 
 
@@ -72,9 +71,11 @@ def test_reingest_from_the_document_page(
         assert after is not None and before is not None and after > before
         (source / PATH).write_text(SECOND, encoding="utf-8")
         page.goto(doc_url)
-        reingest(page)
-        page.goto(doc_url)  # the new version's text
+        assert "dock 7" in page.locator("#text-h + details pre").inner_text()
+        reingest(page)  # the page shows the new version's text and chunks, no reload needed
         assert "osprey crane" in page.locator("#text-h + details pre").inner_text()
+        chunks = page.locator("#chunks").inner_text()
+        assert "osprey crane" in chunks and "dock 7" not in chunks
         assert t.errors == []
     (source / PATH).unlink()  # gone from its folder: a clear error, the document kept
     with tab(browser) as t:

@@ -16,8 +16,9 @@ from mcp.types import INVALID_PARAMS
 
 from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
-from pgrag.mcp.text_parts import parse_start, text_part, with_note
+from pgrag.mcp.text_parts import parse_start, with_note
 from pgrag.services import documents as docs
+from pgrag.text_parts import text_part
 
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
 LIST_PAGE = 100

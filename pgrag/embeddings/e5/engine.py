@@ -42,7 +42,7 @@ class OnnxEngine:
 
     def __init__(self, home: Path, threads: int) -> None:
         from pgrag.embeddings.e5.artifacts import ensure_artifacts
-        from pgrag.embeddings.e5.runtime import Encoder, make_session
+        from pgrag.embeddings.e5.runtime import RELEASE_ABOVE_TOKENS, Encoder, make_session
         from pgrag.embeddings.e5.tokenizer import Tokenizer
         from pgrag.embeddings.e5.weights import Weights, bundled_weights_path
 
@@ -51,6 +51,7 @@ class OnnxEngine:
         self._make_session = make_session
         self.tokenizer = Tokenizer(self._files.tokenizer, weights.vocabulary(pieces=False))
         self._encoder = Encoder(weights, self.tokenizer)
+        self._release_above = RELEASE_ABOVE_TOKENS
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
         # both load now, so that a failure shows here and leaves the fallback
@@ -67,7 +68,9 @@ class OnnxEngine:
         return self._encoder.embed(self._session(threads), texts, PASSAGE_PREFIX)
 
     def queries(self, texts: list[str]) -> np.ndarray:
-        return self._encoder.embed(self._query_session, texts, QUERY_PREFIX)
+        return self._encoder.embed(
+            self._query_session, texts, QUERY_PREFIX, release_above=self._release_above
+        )
 
     def token_count(self, text: str) -> int:
         return self.tokenizer.token_count(text, PASSAGE_PREFIX)

@@ -8,6 +8,8 @@ bounded."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,10 @@ from pgrag.embeddings.e5.tokenizer import Tokenizer
 from pgrag.embeddings.e5.weights import Weights, dequantize
 
 MAX_TOKENS_PER_RUN = 1024  # larger runs were no faster here, and ORT's memory grows with them
+# A query run padded beyond this many tokens hands its memory back when it ends. ORT's arena
+# keeps what its largest run needed: 500-token queries (anyone can send them) grew the
+# query session by ~40 MB for good, where the usual queries need a few.
+RELEASE_ABOVE_TOKENS = 128
 
 
 def make_session(graph: Path, threads: int) -> Any:
@@ -35,6 +41,22 @@ def make_session(graph: Path, threads: int) -> Any:
     # the embedding) spinning cost ~20 % of the throughput per CPU second
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(graph), opts, providers=["CPUExecutionProvider"])
+
+
+def _shrinking_run() -> Any:
+    """Run options that free the arena's unused regions when the run ends."""
+    import onnxruntime as ort
+
+    opts = ort.RunOptions()
+    opts.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return opts
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system: glibc keeps what the arena freed,
+    for reuse, until trimmed (no-op on another libc)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class Encoder:
@@ -88,19 +110,29 @@ class Encoder:
         emb = dequantize(self._word[ids]) + self._pos_type[:seq]
         return emb, mask
 
-    def embed(self, session: Any, texts: list[str], prefix: str) -> np.ndarray:
+    def embed(
+        self, session: Any, texts: list[str], prefix: str, release_above: int | None = None
+    ) -> np.ndarray:
+        """Vectors of `texts`; a run of more than `release_above` padded tokens gives the
+        memory it grew back afterwards."""
         windows, owner = self._windows(texts, prefix)
         sums = np.zeros((len(texts), self.hidden), dtype=np.float64)
         weight = np.zeros(len(texts), dtype=np.float64)
+        released = False
         for run in self._runs([len(w) for w in windows]):
             emb, mask = self._inputs([windows[k] for k in run])
-            hidden = session.run(["hidden"], {"embeddings": emb, "mask": mask})[0]
+            big = release_above is not None and mask.size > release_above
+            options = _shrinking_run() if big else None
+            hidden = session.run(["hidden"], {"embeddings": emb, "mask": mask}, options)[0]
+            released |= big
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / m.sum(axis=1)
             for row, k in zip(pooled, run, strict=True):
                 w = max(len(windows[k]), 1)
                 sums[owner[k]] += w * row
                 weight[owner[k]] += w
+        if released:
+            release_free_heap()
         vectors = (sums / weight[:, None]).astype(np.float32)
         norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-6)
         out: np.ndarray = vectors / norms

@@ -1,7 +1,9 @@
-"""Documents: list, metadata and outline, extracted text, upload, delete."""
+"""Documents: list, metadata and outline, extracted text (in parts under the response
+cap), upload, delete."""
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from typing import Annotated, Any, Literal
 
@@ -15,6 +17,7 @@ from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.uploads import accept_upload
+from pgrag.text_parts import MAX_START, text_part
 
 router = APIRouter(tags=["documents"])
 
@@ -62,15 +65,42 @@ async def api_document(context: Context, scope: Scope, document_id: str) -> dict
     }
 
 
+CONTENT_LINK: dict[str, Any] = {
+    "Link": {
+        "description": 'When the text goes on: `</api/documents/{id}/content?start=N>; rel="next"`',
+        "schema": {"type": "string"},
+    }
+}
+
+
 @router.get(
     "/api/documents/{document_id}/content",
     response_class=PlainTextResponse,
-    responses=error_docs(202, 400, 404, 409, 503, plain_text_route=True),
+    responses={
+        200: {"description": "The part of the text from `start`", "headers": CONTENT_LINK},
+        **error_docs(202, 400, 404, 409, 503, plain_text_route=True),
+    },
 )
-async def api_document_content(context: Context, scope: Scope, document_id: str) -> Response:
-    """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown."""
-    _, text = await docs.ready_text(context.pool, scope, document_id)
-    return PlainTextResponse(text)
+async def api_document_content(
+    context: Context,
+    scope: Scope,
+    document_id: str,
+    start: Annotated[
+        QueryInt, Query(ge=0, le=MAX_START, description="the character where the part begins")
+    ] = 0,
+) -> Response:
+    """Extracted text: 200, 202 while processing, 409 when ingestion failed, 404 unknown.
+
+    A text over the response cap (25,000 tokens, 200 KB) comes in parts, as MCP's content
+    resource gives it: `start` is the character where a part begins, and a `Link` header
+    with `rel="next"` names the next part until the last one. The parts put together are
+    the text."""
+    doc, text = await docs.ready_text(context.pool, scope, document_id)
+    part = await asyncio.to_thread(text_part, text, start)  # tokenising: off the loop
+    headers: dict[str, str] = {}
+    if part.rest:
+        headers["Link"] = f'</api/documents/{doc.id}/content?start={part.end}>; rel="next"'
+    return PlainTextResponse(part.text, headers=headers)
 
 
 @router.post(

@@ -75,10 +75,17 @@ async def documents_page(
 @html_errors
 async def document_page(view: Page, document_id: str) -> Response:
     doc = await document_view(view.context.pool, document_id, view.scope)
-    # after "Re-ingest": the page follows the document's status to ready (static/upload.js)
-    following = view.request.query_params.get("reingest") == "1"
+    # after "Re-ingest": the page follows the document's status to ready or failed
+    # (static/upload.js), then loads again with `reingested=1`: the new version, and how
+    # the re-ingest ended
+    params = view.request.query_params
     return view.page(
-        "document.html", nav="documents", doc=doc, max_chunks=MAX_CHUNKS, following=following
+        "document.html",
+        nav="documents",
+        doc=doc,
+        max_chunks=MAX_CHUNKS,
+        following=params.get("reingest") == "1",
+        reingested=params.get("reingested") == "1",
     )
 
 

@@ -1,5 +1,6 @@
 // Upload: files dropped on the drop zone go into the form's file input; after the upload,
-// each accepted file's status is polled until it is ready or failed.
+// each accepted file's status is polled until it is ready or failed (after a re-ingest,
+// the document's page then loads again).
 "use strict";
 (function () {
   const drop = document.getElementById("drop");
@@ -43,6 +44,8 @@
         // the server restarting: try again on the next tick
       }
     }
+    // a re-ingested document's page: load it again to show the new version's text and chunks
+    if (row.dataset.doneUrl) location.replace(row.dataset.doneUrl);
   }
 
   for (const row of document.querySelectorAll("tr[data-status-url]")) follow(row);

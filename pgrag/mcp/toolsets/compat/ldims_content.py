@@ -21,8 +21,9 @@ from pgrag.errors import ErrorCode, NotFound, PgragError, as_pgrag_error, new_tr
 from pgrag.mcp import sdk
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.resources import RESOURCE_ERROR, content_uri
-from pgrag.mcp.text_parts import text_part, with_note
+from pgrag.mcp.text_parts import with_note
 from pgrag.services import documents as docs
+from pgrag.text_parts import text_part
 
 
 def iso(value: Any) -> str | None:
