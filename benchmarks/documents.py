@@ -7,7 +7,9 @@ Every query runs in hybrid, semantic and keyword mode (regex queries in regex mo
 hit@1, hit@3, MRR@10, location accuracy and answer-in-snippet per mode, category and
 language pair; where the answer's chunk stands among its document's results (location
 rank); then every query not answered at rank 1 at its location, with the chunk shown and
-the chunk that holds the answer; writes JSON (`--label` keys the run).
+the chunk that holds the answer; writes JSON (`--label` keys the run). The queries are
+split into `train` (tune on these) and `test` (judge on these): `docbench/split.py`;
+`--split` runs one part, and a run of all reports each part besides the whole.
 
 `--variants` measures the document context: USE:TOKENS, TOKENS its bound (0: none), USE
 `both` (ingestion as is), `vector` (embedded, then removed from the chunks, so BM25 does not
@@ -16,7 +18,7 @@ it); each variant in its own collection of one database, so texts embedded once 
 the embedding cache after.
 
     python benchmarks/documents.py [--dsn DSN] [--modes hybrid,semantic,keyword]
-        [--variants both:48,both:0,vector:48,lexical:48]
+        [--split train|test|all] [--variants both:48,both:0,vector:48,lexical:48]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "docbench"))
 import build as docbench
 import support
+from split import Split, part_of, select, train_keys
 
 from pgrag.cli.eval_command import print_summary
 from pgrag.db.database import open_database
@@ -58,6 +61,7 @@ from pgrag.services.evaluation import (
     parse_queries,
     report,
     run_queries,
+    summarise,
 )
 from pgrag.settings import load_settings
 
@@ -71,6 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dsn", default=None, help="use this server (database %s is recreated)")
     p.add_argument("--modes", default="hybrid,semantic,keyword", help="comma-separated")
     p.add_argument("--queries", type=Path, default=QUERIES)
+    p.add_argument(
+        "--split",
+        type=Split,
+        choices=list(Split),
+        default=Split.ALL,
+        help="the queries of one part (docbench/split.py), or all with each part reported",
+    )
     p.add_argument("--out", type=Path, default=support.RESULTS / "documents.json")
     p.add_argument("--label", default="latest", help="key of this run in the JSON file")
     p.add_argument(
@@ -154,7 +165,8 @@ async def ingest(db: Any, provider: LocalE5Provider, root: Path, v: Variant) -> 
 async def evaluate(
     db: Any, provider: LocalE5Provider, root: Path, v: Variant, args: argparse.Namespace
 ) -> dict[str, Any]:
-    queries = parse_queries(args.queries.read_text(encoding="utf-8"), args.queries.name)
+    every = parse_queries(args.queries.read_text(encoding="utf-8"), args.queries.name)
+    queries = select(every, args.split)
     collection = f"{COLLECTION}-{v.name}"
     ingest_s = await ingest(db, provider, root, v)
     async with db.pool.connection() as conn:
@@ -164,7 +176,17 @@ async def evaluate(
     modes = [SearchMode(m.strip()) for m in args.modes.split(",") if m.strip()]
     outcomes, missing = await run_queries(service, queries, modes=modes, collection=collection)
     result = report(outcomes, missing)
-    result["misses"] = location_misses(outcomes, queries, chunks)
+    train = train_keys(every)
+    parts = {q.query: part_of(q, train) for q in every}
+    result["split"] = args.split.value
+    result["parts"] = {
+        part.value: summarise([o for o in outcomes if parts[o.query] is part])
+        for part in (Split.TRAIN, Split.TEST)
+        if args.split in (part, Split.ALL)
+    }
+    result["misses"] = [
+        {**m, "split": parts[m["query"]].value} for m in location_misses(outcomes, queries, chunks)
+    ]
     result["corpus"] = {
         "files": len(docbench.FILES),
         "documents": len({c[1] for c in chunks}),
@@ -257,12 +279,30 @@ def print_location(summary: dict[str, Any]) -> None:
                 print(f"  {mode:<10} {name:<10} {loc:>10.3f} {mrr:>7.3f}")
 
 
+def print_parts(result: dict[str, Any]) -> None:
+    """Each mode's figures on the train and test queries and on all of those run."""
+    print("\nper part: hit@1 / hit@3 / MRR@10 / location@1 / location MRR (queries)")
+    parts = {**result["parts"], result["split"]: result["summary"]}
+    for mode in result["summary"]:
+        for part, summary in parts.items():
+            m = summary.get(mode, {}).get("overall")
+            if m:
+                figures = " / ".join(
+                    f"{m[k]:.3f}" if m[k] is not None else "-"
+                    for k in ("hit@1", "hit@3", "mrr", "location", "location_mrr")
+                )
+                print(f"  {mode:<10} {part:<6} {figures}  ({m['n']})")
+
+
 def print_misses(misses: list[dict[str, Any]]) -> None:
     print(f"\n{len(misses)} queries whose document's first result is not where the answer is")
     for m in misses:
         rank = f"document rank {m['rank']}" if m["rank"] else "document not in top 10"
         where = m["location_rank"] or "not among its results"
-        print(f"  {m['mode']} [{m['category']}] {m['query']}  ({rank}; answer chunk: {where})")
+        print(
+            f"  {m['mode']} {m['split']} [{m['category']}] {m['query']}"
+            f"  ({rank}; answer chunk: {where})"
+        )
         print(f"      shown:  {m['shown']}\n      answer: {m['answer']}")
 
 
@@ -291,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n==== document context {name}")
         print_summary(result["summary"])
         print_location(result["summary"])
+        print_parts(result)
         print_misses(result["misses"])
         label = args.label if len(results) == 1 else f"{args.label}/{name}"
         save(
