@@ -346,9 +346,8 @@ async def write_version(
     switched the collection to another model meanwhile."""
     langs = await asyncio.to_thread(_languages, chunks)
     async with conn.transaction():
-        # under the writers' lock a reindex switch waits for this write and embeds its
-        # chunks into the new set, or has already switched and this write sees it; taken
-        # before the document's row, which the switch updates while it holds the lock
+        # first: a reindex switch then waits for this write (and embeds its chunks) or has
+        # switched and this write sees it; the switch updates document rows while it holds it
         await conn.execute(WRITER_LOCK_SQL, (collection_id,))
         if await (await conn.execute(LOCK_SQL, (collection_id, document_id))).fetchone() is None:
             return None
