@@ -85,6 +85,7 @@ class ParseWorker:
         self.rx = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
         self.proc.stdin.close()
         self.proc.stdout.close()
+        self._closing = threading.Lock()
         _live.add(self)
         if not self.rx.poll(START_TIMEOUT_S) or self._receive()[0] != "ready":
             self.kill()
@@ -93,13 +94,23 @@ class ParseWorker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self) -> None:
-        _live.discard(self)
+    def stop(self) -> None:
+        """Kill the process but leave its pipes to the thread in `prepare`, which sees them
+        close and tidies up: closing them under it could close a descriptor number another
+        file has been given since."""
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait()
-        self.tx.close()
-        self.rx.close()
+
+    def kill(self) -> None:
+        """Kill the process and close its pipes; once, whichever thread comes first."""
+        with self._closing:
+            if self.tx.closed:
+                return
+            _live.discard(self)
+            self.stop()
+            self.proc.wait()
+            self.tx.close()
+            self.rx.close()
 
     def _receive(self) -> tuple[Any, ...]:
         try:
@@ -178,6 +189,8 @@ def _release(worker: ParseWorker) -> None:
     if worker.alive():
         with _lock:
             _idle.append(worker)
+    else:
+        worker.kill()
     assert _slots is not None
     _slots.release()
 
@@ -241,13 +254,17 @@ async def _in_worker(
     except asyncio.CancelledError:  # the thread still gets a worker: hand it back then
         acquiring.add_done_callback(_release_acquired)
         raise
+    preparing = asyncio.ensure_future(
+        asyncio.to_thread(worker.prepare, request, ocr.progress, options.timeout_s)
+    )
     try:
-        result = await asyncio.to_thread(worker.prepare, request, ocr.progress, options.timeout_s)
-    except asyncio.CancelledError:
-        worker.kill()
-        raise
+        result = await asyncio.shield(preparing)
     finally:
-        _release(worker)
+        if preparing.done():
+            _release(worker)
+        else:  # cancelled: the thread ends as soon as the worker is dead
+            worker.stop()
+            preparing.add_done_callback(lambda _: _release(worker))
     if isinstance(result, ParseError):
         raise result
     assert isinstance(result, PreparedDocument)
