@@ -36,9 +36,9 @@ SELECT chunk_id FROM pgrag.hybrid_search(
 # how one path weighed the terms (least_terms 1: before any term is added for a short pool)
 TERMS_SQL = """
 SELECT t.i, t.lexeme, t.est_df::int, t.generates,
-       t.lexeme = ANY ((SELECT s.most_common_elems::text::text[] FROM pg_stats s
-                        WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks'
-                          AND s.attname = 'tsv'))
+       t.lexeme IN (SELECT unnest(s.most_common_elems::text::text[]) FROM pg_stats s
+                    WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks'
+                      AND s.attname = 'tsv')
 FROM pgrag.bm25_terms(pgrag.lexical_query(%(query)s), %(collections)s,
                       pgrag.chunk_count_estimate(%(collections)s), %(table_stats)s,
                       %(budget)s, 1) t
