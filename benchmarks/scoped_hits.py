@@ -5,17 +5,20 @@ and for each query where they differ, how each path weighed the query's terms
 
 The candidate budget is scaled with the corpus (1,000 postings at 300,000 chunks, scale.py's
 default search) so that a small corpus puts ANALYZE's tracking cutoff and the budget where
-300,000 chunks put them. --functions applies an SQL file after the load (another version of
-sql/functions/20_lexical.sql, say) to compare two versions of the ranking on one corpus.
+300,000 chunks put them. --against FILE then applies an SQL file (another version of
+sql/functions/20_lexical.sql, say) and compares again: two versions of the ranking on one
+corpus, with the latency of each path as a ratio in the same run.
 
     python benchmarks/scoped_hits.py --chunks 30000 --queries 60
-    python benchmarks/scoped_hits.py --chunks 30000 --functions /tmp/20_lexical_old.sql
+    git show main:sql/functions/20_lexical.sql > /tmp/old.sql
+    python benchmarks/scoped_hits.py --chunks 30000 --against /tmp/old.sql
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +55,36 @@ WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
 """
 
 
-def search(conn: psycopg.Connection, params: dict[str, Any], scoped: bool) -> list[int]:
+def search(
+    conn: psycopg.Connection, params: dict[str, Any], scoped: bool, seconds: list[float]
+) -> list[int]:
+    t = time.perf_counter()
     with conn.transaction():
         if scoped:
             conn.execute("SELECT pgrag.enter_scope('scale')")
-        return [r[0] for r in conn.execute(SEARCH_SQL, params).fetchall()]
+        ids = [r[0] for r in conn.execute(SEARCH_SQL, params).fetchall()]
+    seconds.append(time.perf_counter() - t)
+    return ids
 
 
-def compare(conn: psycopg.Connection, queries: list[str], budget: float) -> dict[str, Any]:
+def compare(
+    conn: psycopg.Connection, queries: list[str], budget: float, verbose: bool = True
+) -> dict[str, Any]:
     cid = conn.execute("SELECT id FROM pgrag.collections WHERE name = 'scale'").fetchone()[0]
     hits: dict[str, list[int]] = {"collection": [], "scoped_key": []}
+    seconds: dict[str, list[float]] = {"collection": [], "scoped_key": []}
     differ = 0
     for q in queries:
         params = {"query": q, "collections": [cid], "budget": budget}
-        filtered, scoped = search(conn, params, False), search(conn, params, True)
+        filtered = search(conn, params, False, seconds["collection"])
+        scoped = search(conn, params, True, seconds["scoped_key"])
         hits["collection"].append(len(filtered))
         hits["scoped_key"].append(len(scoped))
         if filtered == scoped:
             continue
         differ += 1
+        if not verbose:
+            continue
         print(
             f"\n{q!r}: collection {len(filtered)} hits, scoped key {len(scoped)} hits, "
             f"{len(set(filtered) & set(scoped))} in common"
@@ -87,6 +101,7 @@ def compare(conn: psycopg.Connection, queries: list[str], budget: float) -> dict
         "queries_with_different_ids": differ,
         **{f"mean_hits_{k}": round(float(np.mean(v)), 2) for k, v in hits.items()},
         "queries_under_10_hits": {k: sum(n < 10 for n in v) for k, v in hits.items()},
+        "latency": {k: support.percentiles_ms(v) for k, v in seconds.items()},
     }
 
 
@@ -95,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunks", type=int, default=30_000)
     p.add_argument("--queries", type=int, default=60)
     p.add_argument("--budget", type=float, default=None, help="default: scaled with --chunks")
-    p.add_argument("--functions", type=Path, default=None, help="SQL file applied after the load")
+    p.add_argument("--against", type=Path, default=None, help="SQL file to compare with")
     p.add_argument("--dsn", default=None, help="admin DSN (default: embedded in a temp dir)")
     args = p.parse_args(argv)
     budget = args.budget or round(BUDGET_PER_CHUNK * args.chunks)
@@ -107,11 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             scale_load.load(dsn, *corpus, scale_load.maintenance_work_mem(args.chunks))
             with support.connect(dsn) as conn:
-                if args.functions:
-                    conn.execute(args.functions.read_text().encode())
                 cutoff = conn.execute(CUTOFF_SQL).fetchone()[0]
                 print(f"{args.chunks} chunks, budget {budget}, ANALYZE tracks df >= {cutoff:.0f}")
-                print(f"\n{compare(conn, queries, budget)}")
+                compare(conn, queries, budget, verbose=False)  # warm-up: every query once
+                now = compare(conn, queries, budget)
+                print(f"\ninstalled functions: {now}")
+                if args.against:
+                    conn.execute(args.against.read_text().encode())
+                    compare(conn, queries, budget, verbose=False)
+                    old = compare(conn, queries, budget)
+                    print(f"\n{args.against}: {old}")
+                    for k, v in now["latency"].items():
+                        ratios = {m: round(v[m] / old["latency"][k][m], 2) for m in v if m != "n"}
+                        print(f"   {k}: installed / {args.against.name} {ratios}")
         finally:
             support.drop_database(admin, dsn)
     return 0
