@@ -21,7 +21,12 @@
 -- by presence get the full BM25 above with every query term. Generating terms are those
 -- rarer than any lexeme ANALYZE tracks, plus common ones (rarest first) while their
 -- estimated postings stay within candidate_budget: chunks holding only the commonest terms
--- score little under BM25. When the scope (collections, filters) or a phrase/negation
+-- score little under BM25. The budget bounds the work, not the hits: while fewer than
+-- pool_size chunks of the collections searched hold a generating term, the next rarest
+-- term generates too (pgrag.bm25_pool_candidates). Else a rare term followed by terms past
+-- the budget leaves a pool of the rare term's few chunks, and a scoped key (budget spent by
+-- exact df) and an unrestricted caller (a term ANALYZE does not track always generates)
+-- find different numbers of hits. When the scope (collections, filters) or a phrase/negation
 -- query leaves fewer than pool_size candidates, the other chunks in scope that match the
 -- query are scored too (pgrag.lexical_fallback_in, planned with the literal filters).
 --
@@ -142,9 +147,11 @@ $$;
 -- tracks), or counted from the postings of the generating terms. ANALYZE's frequencies are
 -- table-wide, so only an unrestricted caller (table_stats) ranks terms by them, spending
 -- the candidate budget on a term's postings table-wide (the GIN index does not know the
--- collections); a scoped caller ranks and spends it by the collections' own df.
+-- collections); a scoped caller ranks and spends it by the collections' own df. The
+-- least_terms rarest generate whatever their cost.
 CREATE OR REPLACE FUNCTION pgrag.bm25_terms(
-    tsq tsquery, searched bigint[], chunks float8, table_stats boolean, candidate_budget float8
+    tsq tsquery, searched bigint[], chunks float8, table_stats boolean, candidate_budget float8,
+    least_terms bigint
 ) RETURNS TABLE (i bigint, term tsquery, lexeme text, est_df float8, exact boolean,
                  generates boolean)
 LANGUAGE sql STABLE ROWS 10 AS $$
@@ -185,7 +192,8 @@ LANGUAGE sql STABLE ROWS 10 AS $$
     )
     SELECT r.i, r.term, r.lexeme, r.est_df, searched IS NOT NULL,
            (searched IS NULL OR r.est_df > 0)
-           AND ((table_stats AND r.untracked) OR r.i = 1 OR r.postings <= candidate_budget)
+           AND ((table_stats AND r.untracked) OR r.i <= least_terms
+                OR r.postings <= candidate_budget)
     FROM rarest_first r
     ORDER BY r.i
 $$;
@@ -267,16 +275,19 @@ $$;
 -- df (so its idf) and each chunk holding one a presence score, the sum of their idf; the
 -- best `top` by presence in scope (collections, filters) are the candidates. One row: the
 -- query's terms, lexemes and idf (numbered rarest first: pgrag.bm25_terms), the candidates'
--- ids, and how many chunks hold a generating term in the collections searched.
+-- ids, how many chunks hold a generating term in the collections searched, and the first
+-- term that could generate more but does not (NULL: none).
 CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
     tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
-    candidate_budget float8, collection_ids bigint[], filters jsonb, top int
-) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
+    candidate_budget float8, collection_ids bigint[], filters jsonb, top int, least_terms bigint
+) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint,
+                 next_term bigint)
 LANGUAGE sql STABLE AS $$
     WITH query_terms AS MATERIALIZED (
         SELECT * FROM pgrag.bm25_terms(tsq => tsq, searched => searched, chunks => chunks,
                                        table_stats => table_stats,
-                                       candidate_budget => candidate_budget)
+                                       candidate_budget => candidate_budget,
+                                       least_terms => least_terms)
     ),
     postings AS MATERIALIZED (
         SELECT p.* FROM pgrag.term_postings(
@@ -308,7 +319,34 @@ LANGUAGE sql STABLE AS $$
            (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
            (SELECT array_agg(t.idf ORDER BY t.i) FROM term_idf t),
            ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id LIMIT top),
-           (SELECT count(*) FROM presence)
+           (SELECT count(*) FROM presence),
+           (SELECT min(t.i) FROM query_terms t
+            WHERE NOT t.generates AND (searched IS NULL OR t.est_df > 0))
+$$;
+
+-- Pass 1 with enough candidates: the generating terms of pgrag.bm25_candidates, and the
+-- next rarest ones while fewer than pool_size chunks of the collections searched hold one
+-- (the candidate budget bounds the work, not the number of hits). Usually one call.
+CREATE OR REPLACE FUNCTION pgrag.bm25_pool_candidates(
+    tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
+    candidate_budget float8, collection_ids bigint[], filters jsonb, top int, pool_size int
+) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    least_terms bigint := 1;
+    pass1 record;
+BEGIN
+    LOOP
+        SELECT * INTO pass1
+        FROM pgrag.bm25_candidates(
+            tsq => tsq, searched => searched, chunks => chunks, table_stats => table_stats,
+            candidate_budget => candidate_budget, collection_ids => collection_ids,
+            filters => filters, top => top, least_terms => least_terms);
+        EXIT WHEN pass1.found >= pool_size OR pass1.next_term IS NULL;
+        least_terms := pass1.next_term;
+    END LOOP;
+    RETURN QUERY SELECT pass1.terms, pass1.lexemes, pass1.idf, pass1.ids, pass1.found;
+END
 $$;
 
 -- The lexical pool: the pool_size best chunks by BM25 in the collections searched, with
@@ -341,7 +379,7 @@ DECLARE
     searched bigint[];  -- the collections whose statistics count (NULL: every collection)
     chunks float8;      -- BM25's N
     width int := 0;     -- positions per proximity window (0: none)
-    pass1 record;       -- pgrag.bm25_candidates
+    pass1 record;       -- pgrag.bm25_pool_candidates
 BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
@@ -361,10 +399,10 @@ BEGIN
         SELECT greatest(proximity_width, 2 * count(*)) INTO width FROM pgrag.query_terms(tsq);
     END IF;
     SELECT * INTO pass1
-    FROM pgrag.bm25_candidates(
+    FROM pgrag.bm25_pool_candidates(
         tsq => tsq, searched => searched, chunks => chunks, table_stats => readable IS NULL,
         candidate_budget => candidate_budget, collection_ids => collection_ids,
-        filters => filters, top => greatest(rescore_size, pool_size));
+        filters => filters, top => greatest(rescore_size, pool_size), pool_size => pool_size);
     RETURN QUERY
     -- pass 2: the candidates get every term ranked
     WITH rescored AS MATERIALIZED (
