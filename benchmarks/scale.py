@@ -1,6 +1,7 @@
 """pgrag search at 100,000+ chunks on one server: latency per mode, index build times, disk
-per chunk, the server's memory, HNSW recall@10 against exact search (with an ef_search
-sweep), and the peers' hybrid recipes on the same tables and queries.
+per chunk, the server's memory, regex searches without a time limit, HNSW recall@10 against
+exact search (with an ef_search sweep), and the peers' hybrid recipes on the same tables and
+queries.
 
 The corpus is synthetic but shaped like real text: every chunk is a title and 3-7 sentences
 drawn at random from SciFact abstracts (so lexeme frequencies stay Zipf-like), in documents
@@ -236,6 +237,8 @@ def run(
             result["peers_latency_ms"] = _probe(measure_peers, conn, "scale", queries, qvec)
         result["server_memory_during_latency"] = memory.result()
         print(f"   memory {result['server_memory_during_latency']}", flush=True)
+        save(args, result)
+        result["regex_ms"] = _probe(scale_probes.regex, conn)
         save(args, result)
         result["recall"] = _probe(scale_probes.recall, conn, "scale", qvec)
         save(args, result)

@@ -1,5 +1,6 @@
 """What scale.py measures besides pgrag's search latency: the semantic leg's HNSW recall@10
-against exact search, and the memory of the PostgreSQL server's processes."""
+against exact search, regex searches without a time limit, and the memory of the PostgreSQL
+server's processes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import psycopg
 import support
 
-EF_SWEEP = (40, 64, 100, 200, 400)
+EF_SWEEP = (40, 100, 200, 400, 600, 800, 1000)
 RECALL_TARGET = 0.95
 K = 10
 # The product's own statement for one set's unfiltered leg (its text, with $1 the query
@@ -24,11 +25,25 @@ SELECT pgrag.semantic_leg_sql(es.id, es.dimensions, false, false, es.collection_
 FROM pgrag.collections c JOIN pgrag.embedding_sets es ON es.id = c.active_set_id
 WHERE c.name = %s
 """
-# Semantic mode with every shipped default: pool 100, hence hnsw.ef_search = 100
-# (pgrag.semantic_candidates sets greatest(pool_size, 40)) and iterative scans
+# Semantic mode with every shipped default: pool 100, hnsw.ef_search from the set's size
+# (pgrag.hnsw_ef_search) and iterative scans
 SHIPPED_SQL = (
     "SELECT chunk_id FROM pgrag.hybrid_search(NULL, %(embedding)s, 10, lexical_weight => 0)"
 )
+SHIPPED_EF_SQL = """
+SELECT pgrag.hnsw_ef_search(100, sum(ls.n))
+FROM pgrag.language_sums ls
+JOIN pgrag.collections c ON c.active_set_id = ls.set_id
+WHERE c.name = %s
+"""
+# Patterns a user searches a corpus of abstracts for: with literal trigrams the trigram
+# index finds the candidates; without, every chunk is read.
+REGEX_PATTERNS = {
+    "literal": r"interleukin-?[0-9]+",
+    "percentages": r"[0-9]+(\.[0-9]+)? ?%",
+    "e-mail (none)": r"[[:alnum:]._%+-]+@[[:alnum:].-]+\.[[:alpha:]]{2,}",
+}
+REGEX_SQL = "SELECT max(total_candidates) FROM pgrag.regex_search(%s, 10, filters => %s)"
 EXACT = ("SET LOCAL enable_indexscan = off",)
 ITERATIVE = "SET LOCAL hnsw.iterative_scan = relaxed_order"
 
@@ -40,6 +55,7 @@ def recall(conn: psycopg.Connection, collection: str, vectors: np.ndarray) -> di
     leg_sql = f"SELECT chunk_id FROM ({leg}) leg".replace("$1", "%(embedding)s")
     leg_sql = leg_sql.replace("$3", str(K))
     params = [{"embedding": v} for v in vectors]
+    shipped_ef = conn.execute(SHIPPED_EF_SQL, (collection,)).fetchone()[0]
     exact, exact_s = _run_all(conn, leg_sql, params, EXACT)
     shipped, shipped_s = _run_all(conn, SHIPPED_SQL, params, ())
     out: dict[str, Any] = {
@@ -50,7 +66,8 @@ def recall(conn: psycopg.Connection, collection: str, vectors: np.ndarray) -> di
         },
         "shipped": {
             "how": "pgrag.hybrid_search semantic mode, shipped defaults (pool 100,"
-            " hnsw.ef_search 100, iterative scan relaxed_order)",
+            f" hnsw.ef_search {shipped_ef} from the set's size, iterative scan relaxed_order)",
+            "ef_search": shipped_ef,
             "recall_at_10": _recall(shipped, exact),
             **support.percentiles_ms(shipped_s),
         },
@@ -69,6 +86,28 @@ def recall(conn: psycopg.Connection, collection: str, vectors: np.ndarray) -> di
     reach = [ef for ef in EF_SWEEP if out["sweep"][str(ef)]["recall_at_10"] >= RECALL_TARGET]
     out[f"min_ef_search_for_{RECALL_TARGET}"] = reach[0] if reach else None
     print(f"   recall {out['shipped']} sweep {out['sweep']}", flush=True)
+    return out
+
+
+def regex(conn: psycopg.Connection, repeats: int = 3) -> dict[str, Any]:
+    """Legitimate regex searches with no time limit, over every chunk and within the ~1 %
+    folder filter: what PGRAG_REGEX_TIMEOUT_MS must leave room for at this size."""
+    from psycopg.types.json import Jsonb
+
+    out: dict[str, Any] = {}
+    for name, pattern in REGEX_PATTERNS.items():
+        for label, filters in (("no_filter", {}), ("folder_filter", {"folder": "f042"})):
+            seconds, matched = [], 0
+            for _ in range(repeats):
+                t = time.perf_counter()
+                matched = conn.execute(REGEX_SQL, (pattern, Jsonb(filters))).fetchone()[0] or 0
+                seconds.append(time.perf_counter() - t)
+            out[f"{name}/{label}"] = {
+                "pattern": pattern,
+                "matching_chunks": matched,
+                **support.percentiles_ms(seconds),
+            }
+            print(f"   regex {name:<14} {label:<14} {out[f'{name}/{label}']}", flush=True)
     return out
 
 

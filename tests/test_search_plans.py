@@ -204,6 +204,28 @@ def test_filtered_vector_search_still_fills_the_pool(bulk: Bulk) -> None:
     assert rows[0][3] == 50
 
 
+def test_the_hnsw_candidate_list_grows_with_the_set(bulk: Bulk) -> None:
+    """hnsw.ef_search follows the set's size (its recall at a fixed value falls as the set
+    grows), never below the pool asked for nor above pgvector's 1,000."""
+    vec = query_vector("subject5 area3")
+    with psycopg.connect(bulk.dsn) as conn:
+        register_vector(conn)
+        rule = conn.execute(
+            "SELECT pgrag.hnsw_ef_search(10, 6000), pgrag.hnsw_ef_search(10, 1000),"
+            " pgrag.hnsw_ef_search(300, 6000), pgrag.hnsw_ef_search(100, 1e6),"
+            " pgrag.hnsw_ef_search(100, 1e8)"
+        ).fetchone()
+        assert rule == (49, 40, 300, 633, 1000)
+        for pool_size, expected in ((10, 49), (300, 300)):
+            with conn.transaction():  # the leg sets it for the rest of the transaction
+                conn.execute(
+                    "SELECT count(*) FROM pgrag.hybrid_search(NULL, %s, 10, pool_size => %s)",
+                    (vec, pool_size),
+                )
+                ef = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0]
+            assert int(ef) == expected
+
+
 @pytest.mark.anyio
 async def test_filtered_semantic_search_returns_limit_results(
     pool: AsyncConnectionPool, bulk: Bulk

@@ -55,6 +55,20 @@ BEGIN
 END
 $$;
 
+-- The HNSW candidate list (hnsw.ef_search) of a search for pool_size rows in a set of
+-- set_rows vectors: the graph's recall at a fixed ef_search falls as the set grows (the
+-- synthetic SciFact corpus of benchmarks/scale.py, recall@10 against exact search at
+-- ef_search 100: 0.945 at 100k chunks, 0.867 at 300k), so it grows with the square root of
+-- the set, 20 per sqrt(1,000 rows): 100 up to 25k rows, 200 at 100k, 347 at 300k, 633 at 1M
+-- (recall@10 >= 0.95 at each, benchmarks/README.md "A million chunks"); at least pool_size,
+-- at most pgvector's 1,000.
+CREATE OR REPLACE FUNCTION pgrag.hnsw_ef_search(pool_size int, set_rows numeric)
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(1000, greatest(pool_size, 40,
+                                ceil(20 * sqrt(coalesce(set_rows, 0) / 1000.0))::int))
+$$;
+
 -- v * f, element by element (pgvector has no scalar product).
 CREATE OR REPLACE FUNCTION pgrag.vector_scale(v vector, f float8) RETURNS vector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -255,13 +269,13 @@ DECLARE
     cens float8[];
     langs text[];
     own_lang boolean[];
+    set_rows numeric;
     filtered boolean := coalesce(filters, '{}'::jsonb) <> '{}'::jsonb;
 BEGIN
     -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8). Through
     -- pgrag.set_local, not set_config(): on a Citus cluster they reach the workers, where
     -- the HNSW scans run (otherwise a shard returns at most the default ef_search, 40 rows)
     PERFORM pgrag.set_local('hnsw.iterative_scan', 'relaxed_order');
-    PERFORM pgrag.set_local('hnsw.ef_search', greatest(pool_size, 40)::text);
     FOR s IN
         SELECT es.id, es.dimensions, es.collection_id
         FROM pgrag.collections col
@@ -270,9 +284,11 @@ BEGIN
           AND (embedding_model IS NULL OR es.model = embedding_model)
           AND es.dimensions = vector_dims(query_embedding)
     LOOP
-        SELECT array_agg(lm.lang), array_agg(lm.mean), array_agg(lm.own_mean)
-        INTO m_langs, m_means, m_own
+        SELECT array_agg(lm.lang), array_agg(lm.mean), array_agg(lm.own_mean), sum(lm.n)
+        INTO m_langs, m_means, m_own, set_rows
         FROM pgrag.language_means(s.id) lm;
+        PERFORM pgrag.set_local('hnsw.ef_search',
+                                pgrag.hnsw_ef_search(pool_size, set_rows)::text);
         IF coalesce(array_length(array_positions(m_own, true), 1), 0) < 2 THEN
             RETURN QUERY EXECUTE
                 'SELECT chunk_id, 1 - distance, 0, 1 - distance, lang, false FROM ('
