@@ -111,6 +111,9 @@ LIMIT %(match_count)s OFFSET %(match_offset)s
 """
 )
 
+# SET LOCAL with a bound value: the rest of the transaction, in milliseconds
+LOCAL_STATEMENT_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"
+
 # 0 when the query is unusable (sql/functions/20_lexical.sql)
 LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"
 
