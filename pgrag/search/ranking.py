@@ -93,7 +93,7 @@ async def _rank_regex(
     """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
     try:
         async with conn.transaction():
-            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL, (str(timeout_ms),))
+            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(timeout_ms)))
             return await _ranked(conn, query, params)
     except psycopg.errors.InvalidRegularExpression as exc:
         raise InvalidArgument(
