@@ -71,13 +71,16 @@ def corpus(
     drop_database(server_dsn, dsn)
 
 
+@pytest.mark.parametrize("given_as", ["flag", "environment"])
 def test_a_backtracking_regex_ends_timeout_naming_the_setting(
-    corpus: tuple[str, Path],
+    corpus: tuple[str, Path], given_as: str
 ) -> None:
     dsn, tmp = corpus
-    proc = _pgrag(
-        dsn, tmp, "--regex-timeout-ms", BUDGET_MS, "search", "--mode", "regex", HOSTILE_REGEX
-    )
+    search = ("search", "--mode", "regex", HOSTILE_REGEX)
+    if given_as == "flag":
+        proc = _pgrag(dsn, tmp, "--regex-timeout-ms", BUDGET_MS, *search)
+    else:
+        proc = _pgrag(dsn, tmp, *search, PGRAG_REGEX_TIMEOUT_MS=BUDGET_MS)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.startswith("pgrag: TIMEOUT: ")
     assert f"longer than {BUDGET_MS} ms (PGRAG_REGEX_TIMEOUT_MS)" in proc.stderr
