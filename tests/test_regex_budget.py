@@ -19,7 +19,7 @@ from tests.support.databases import create_database, drop_database
 MODEL = ["--embedding-model", "hash/384"]
 HOSTILE_REGEX = "(.|..)+#|e"  # backtracks at every start in text without '#'
 BUDGET_MS = "100"
-DOCUMENTS = 12
+DOCUMENTS = 60  # ~180 KB: the hostile pattern needs about ten times the budget
 TICKET = "QX-4821"  # planted in one document for the ordinary regex to find
 SENTENCE = (
     "the contract renews every year unless either party sends notice before the term ends "
