@@ -55,8 +55,8 @@ async def rank(
     documents = q.req.scope == "documents"
     if q.spec.ranker is Ranker.REGEX:
         params["pattern"] = to_postgres_regex(q.req.query)
-        query = sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL
-        return params, await _rank_regex(conn, query, params, q.regex_timeout_ms)
+        regex = sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL
+        return params, await _rank_regex(conn, regex, params, q.regex_timeout_ms)
     params.update(_fused_args(f, q))
     chunks = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
     query = sql.DOCUMENTS_SQL if documents else chunks
