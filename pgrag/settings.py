@@ -16,6 +16,7 @@ from pgrag.errors import ConfigError
 
 KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
 LOCAL_MODEL = "local/multilingual-e5-small"
+REGEX_TIMEOUT_MS = 1000
 
 
 class LocalEngine(StrEnum):
@@ -157,6 +158,12 @@ class Settings(BaseSettings):
         30 * 86400, ge=3600, le=365 * 86400, description="seconds an OAuth refresh token lives"
     )
     search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
+    regex_timeout_ms: int = Field(
+        REGEX_TIMEOUT_MS,
+        ge=50,
+        le=60_000,
+        description="milliseconds PostgreSQL may match one regex search; then it ends `TIMEOUT`",
+    )
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(
         "smart_extract", description="`smart_extract` or `full`"

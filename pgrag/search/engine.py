@@ -39,7 +39,7 @@ from pgrag.search.options import FusionParams, load_fusion
 from pgrag.search.parts import logged_parts
 from pgrag.search.ranking import RankInput
 from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
-from pgrag.settings import Settings
+from pgrag.settings import REGEX_TIMEOUT_MS, Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
 from pgrag.tokens import encoding
@@ -93,6 +93,7 @@ class SearchService:
         default_content_mode: ContentMode = "smart_extract",
         log_searches: bool = True,
         reranker: Reranker | None = None,
+        regex_timeout_ms: int = REGEX_TIMEOUT_MS,
     ) -> None:
         self.pool = pool
         self.provider = provider
@@ -103,6 +104,7 @@ class SearchService:
         self.log_searches = log_searches
         self._codec: ContinuationCodec | None = None
         self.reranker = reranker
+        self.regex_timeout_ms = regex_timeout_ms
 
     @classmethod
     def configured(
@@ -116,6 +118,7 @@ class SearchService:
             snippet_summary=settings.return_snippet_summary,
             default_content_mode=settings.default_content_mode,
             reranker=Reranker.of(settings),
+            regex_timeout_ms=settings.regex_timeout_ms,
         )
 
     @property
@@ -178,9 +181,8 @@ class SearchService:
                     "embedding: add meaningful words, or use mode='regex' for patterns"
                 )
             t = time.perf_counter()
-            q = RankInput(
-                req, spec, offset, collection_ids, embedding, lexical_ok, self.provider.model
-            )
+            model, regex_ms = self.provider.model, self.regex_timeout_ms
+            q = RankInput(req, spec, offset, collection_ids, embedding, lexical_ok, model, regex_ms)
             params, rows, reranked = await ranked(
                 self.reranker, conn, await self.fusion_params(conn), q
             )

@@ -22,7 +22,6 @@ from pgrag.search.modes import ModeSpec, Ranker
 from pgrag.search.options import FusionParams
 from pgrag.store.rows import RankedRow
 
-REGEX_TIMEOUT_MS = 3000
 MAX_POOL = 1000
 
 Query = str | pgsql.Composed
@@ -39,6 +38,7 @@ class RankInput:
     embedding: np.ndarray | None
     lexical_ok: bool  # the query has words the lexical leg can search
     model: str  # the provider's model: the semantic leg compares its vectors only
+    regex_timeout_ms: int  # a regex ranking's statement timeout (PGRAG_REGEX_TIMEOUT_MS)
 
 
 async def rank(
@@ -55,9 +55,8 @@ async def rank(
     documents = q.req.scope == "documents"
     if q.spec.ranker is Ranker.REGEX:
         params["pattern"] = to_postgres_regex(q.req.query)
-        return params, await _rank_regex(
-            conn, sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL, params
-        )
+        regex = sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL
+        return params, await _rank_regex(conn, regex, params, q.regex_timeout_ms)
     params.update(_fused_args(f, q))
     chunks = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
     query = sql.DOCUMENTS_SQL if documents else chunks
@@ -89,12 +88,12 @@ def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
 
 
 async def _rank_regex(
-    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any]
+    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any], timeout_ms: int
 ) -> list[RankedRow]:
     """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
     try:
         async with conn.transaction():
-            await conn.execute(f"SET LOCAL statement_timeout = {REGEX_TIMEOUT_MS}")
+            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(timeout_ms)))
             return await _ranked(conn, query, params)
     except psycopg.errors.InvalidRegularExpression as exc:
         raise InvalidArgument(
@@ -102,7 +101,8 @@ async def _rank_regex(
         ) from exc
     except psycopg.errors.QueryCanceled as exc:
         raise PgragError(
-            "the regular expression took too long: make it more specific or add filters",
+            f"the regular expression took longer than {timeout_ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
+            "make it more specific or add filters",
             code=ErrorCode.TIMEOUT,
         ) from exc
 

@@ -111,6 +111,10 @@ LIMIT %(match_count)s OFFSET %(match_offset)s
 """
 )
 
+# milliseconds, as a literal (SET takes no parameters). A SET statement, not set_config():
+# in a scoped transaction Citus passes it on to the workers (sql/functions/10_filters.sql)
+LOCAL_STATEMENT_TIMEOUT_SQL = sql.SQL("SET LOCAL statement_timeout = {}")
+
 # 0 when the query is unusable (sql/functions/20_lexical.sql)
 LEXICAL_NODES_SQL = "SELECT pgrag.lexical_nodes(%s)"
 
