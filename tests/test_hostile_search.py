@@ -220,7 +220,9 @@ class Searcher:
         self.thread.start()
         self._db = open_database(load_settings(), dsn=dsn)
         db = self._run(self._db.__aenter__())
-        self.service = SearchService(db.pool, HashEmbedder(HASH_MODEL))
+        # the SQL side of regex mode well clear of the hostile pattern's ~0.25 s here, so
+        # that highlighting's own budget is what these tests reach
+        self.service = SearchService(db.pool, HashEmbedder(HASH_MODEL), regex_timeout_ms=3000)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
