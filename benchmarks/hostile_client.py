@@ -33,8 +33,13 @@ from typing import Any
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 HOSTILE_COLLECTION = "hostile"
+# the soak's callers: the normal clients share one key, the hostile client has its own (the
+# server tells callers apart by key: pgrag/services/admission.py)
+NORMAL_KEY = "soak-normal-key"
+HOSTILE_KEY = "soak-hostile-key"
 HOSTILE_MODEL = "hash/384"
 WIDE_COLUMNS = 16_384
 BIG_TEXT_BYTES = 3 << 20
@@ -44,10 +49,15 @@ NESTING = 100_000
 SLOW_SOCKETS = 16
 SLOW_BYTE_EVERY_S = 2.0
 SESSION_KINDS = ("long_query", "regex", "wide_sheet", "read_text", "nul_query")  # a round's order
+EXPECTED_CODES = ("TIMEOUT", "INVALID_ARGUMENT", "RATE_LIMITED")  # RATE_LIMITED: its share spent
 EXPECTED_STATUSES = {"nested_json": {400}, "spoofed_host": {400, 421}}
 
 _ONSETS = ("b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st", "pl")
 _RIMES = ("a", "e", "i", "o", "u", "ar", "en", "il", "on", "us", "er", "al")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def long_query(rng: random.Random) -> str:
@@ -131,7 +141,7 @@ class HostileClient:
         r = await session.call_tool(name, args)
         body = r.structured_content or {}
         code = (body.get("error") or {}).get("code")
-        problem = None if code in (None, "TIMEOUT", "INVALID_ARGUMENT") else f"error {code}"
+        problem = None if code in (None, *EXPECTED_CODES) else f"error {code}"
         if len(str(r.content[0].text).encode()) > 200_000:  # type: ignore[union-attr]
             problem = "answer over 200 KB"
         self.stats.record(kind, time.perf_counter() - t, problem)
@@ -146,7 +156,13 @@ class HostileClient:
                 return
         uri = self.text_uri or f"pgrag://documents/{self.text_id}/content"
         t = time.perf_counter()
-        text = (await session.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+        try:
+            text = (await session.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+        except MCPError as exc:
+            code = (exc.error.data or {}).get("code") if isinstance(exc.error.data, dict) else None
+            problem = None if code in EXPECTED_CODES else f"{code}: {exc.error.message}"
+            self.stats.record("read_text", time.perf_counter() - t, problem)
+            return
         problem = "part over 200 KB" if len(text.encode()) > 200_000 else None
         self.stats.record("read_text", time.perf_counter() - t, problem)
         marker = text.rfind("Read pgrag://documents/")  # the note naming the next part
@@ -193,7 +209,9 @@ class HostileClient:
         while not stop.is_set():
             try:
                 async with (
-                    httpx2.AsyncClient(timeout=httpx2.Timeout(120)) as hc,
+                    httpx2.AsyncClient(
+                        headers=bearer(HOSTILE_KEY), timeout=httpx2.Timeout(120)
+                    ) as hc,
                     streamable_http_client(self.url, http_client=hc) as (read, write),
                     ClientSession(read, write) as session,
                 ):

@@ -46,8 +46,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_client import (
+    HOSTILE_KEY,
+    NORMAL_KEY,
     HostileStats,
     PhaseClock,
+    bearer,
     hostile_phases,
     ingest_corpus,
     phase_report,
@@ -156,6 +159,7 @@ def start_server(dsn: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         "OMP_NUM_THREADS": "1",
         "PGRAG_COLLECTION": COLLECTION,
         "PGAPPNAME": SERVER_APP,
+        "PGRAG_API_KEYS": f"{NORMAL_KEY},{HOSTILE_KEY}",
     }
     with log.open("wb") as fh:
         proc = subprocess.Popen(
@@ -171,7 +175,10 @@ def start_server(dsn: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            ready = urllib.request.Request(
+                f"http://127.0.0.1:{port}/readyz", headers=bearer(NORMAL_KEY)
+            )
+            with urllib.request.urlopen(ready, timeout=2) as r:
                 if r.status == 200:
                     return proc
         except OSError:
@@ -236,7 +243,7 @@ async def search_client(
     while not stop.is_set():
         try:
             async with (
-                httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as hc,
+                httpx2.AsyncClient(headers=bearer(NORMAL_KEY), timeout=httpx2.Timeout(60)) as hc,
                 streamable_http_client(url, http_client=hc) as (read, write),
                 ClientSession(read, write) as session,
             ):

@@ -25,6 +25,7 @@ class ErrorCode(StrEnum):
     DB_ERROR = "DB_ERROR"
     UPSTREAM_ERROR = "UPSTREAM_ERROR"
     TIMEOUT = "TIMEOUT"
+    RATE_LIMITED = "RATE_LIMITED"  # the caller's share of slow work is spent (429)
     INTERNAL = "INTERNAL"
     # files an ingestion run refuses or gives up on (a document's error_code)
     SYMLINK_OUTSIDE_ROOT = "SYMLINK_OUTSIDE_ROOT"

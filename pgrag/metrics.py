@@ -46,6 +46,14 @@ RERANK_COST = Histogram(
     "Cost of one search's rerank call in USD, as litellm prices it (unpriced calls count 0).",
     buckets=(0.0, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1),
 )
+HELD_CALLS = Counter(
+    "pgrag_calls_held_total",
+    "Calls whose caller had spent its share of slow work: held, or refused RATE_LIMITED.",
+    ["outcome"],
+)
+HELD_SECONDS = Counter(
+    "pgrag_calls_held_seconds_total", "Seconds calls waited for their caller's share of slow work."
+)
 INGEST_DOCUMENTS = Counter(
     "pgrag_ingest_documents_total",
     "Documents handled by ingestion, by outcome (added, updated, unchanged, removed, failed, pending).",
@@ -101,6 +109,11 @@ def observe_search(
 
 def count_tool_call(tool: str, outcome: str) -> None:
     TOOL_CALLS.labels(tool, outcome).inc()
+
+
+def count_held_call(outcome: str, seconds: float) -> None:
+    HELD_CALLS.labels(outcome).inc()
+    HELD_SECONDS.inc(seconds)
 
 
 def counting_reporter(reporter: Callable[[Any], None]) -> Callable[[Any], None]:

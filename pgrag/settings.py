@@ -164,6 +164,20 @@ class Settings(BaseSettings):
         le=60_000,
         description="milliseconds PostgreSQL may match one regex search; then it ends `TIMEOUT`",
     )
+    slow_call_ms: int = Field(
+        500,
+        ge=50,
+        le=60_000,
+        description="a call's time past this many milliseconds is charged to its caller"
+        " (`PGRAG_CALLER_SLOW_SHARE`)",
+    )
+    caller_slow_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="share of time one HTTP caller's slow calls may take; past it, its next call"
+        " waits while other callers' calls run (0: off)",
+    )
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(
         "smart_extract", description="`smart_extract` or `full`"
@@ -365,33 +379,3 @@ def load_settings(**overrides: object) -> Settings:
         name = f"PGRAG_{field.upper()}"
         msg = err["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{name}: {msg}") from None
-
-
-def _default_text(name: str) -> str:
-    field = Settings.model_fields[name]
-    if name == "home":
-        return "`~/.local/share/pgrag`"
-    if name == "read_only":
-        return "true for HTTP, false for the CLI"
-    if name == "distributed":
-        return "unset (detect)"
-    default = field.default
-    if default is None:
-        return "unset"
-    if isinstance(default, bool):
-        return str(default).lower()
-    return f"`{default}`"
-
-
-def configuration_table() -> str:
-    """The README's configuration table, generated from the settings model."""
-    lines = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
-    for name, field in Settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        desc = (field.description or "").replace("|", "\\|")
-        lines.append(f"| `PGRAG_{name.upper()}` | `{flag}` | {_default_text(name)} | {desc} |")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(configuration_table())

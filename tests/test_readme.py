@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgrag.settings import configuration_table
+from pgrag.settings_table import configuration_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,7 +15,7 @@ def test_configuration_table_is_generated_from_settings() -> None:
     m = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", readme, re.S)
     assert m, "README lost its configuration table markers"
     assert m.group(1).strip() == configuration_table().strip(), (
-        "README configuration table drifted: regenerate it with `python -m pgrag.settings`"
+        "README configuration table drifted: regenerate it with `python -m pgrag.settings_table`"
     )
 
 

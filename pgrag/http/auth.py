@@ -83,7 +83,8 @@ class BearerAuth:
             return
         set_may_write(True)
         if not self.keys and self.oauth is None:
-            set_identity("anonymous", None)
+            client = scope.get("client")
+            set_identity("anonymous", None, f"address:{client[0] if client else '-'}")
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))

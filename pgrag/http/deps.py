@@ -4,6 +4,7 @@ caller's collection scope (set by BearerAuth for this request)."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,7 +12,7 @@ from pydantic import BeforeValidator
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.services.context import AppContext, SharedContext
-from pgrag.services.identity import current_scope
+from pgrag.services.identity import current_account, current_scope
 
 
 def _whole_number(value: object) -> object:
@@ -48,3 +49,10 @@ async def caller_scope() -> list[str] | None:
 
 Context = Annotated[AppContext, Depends(app_context)]
 Scope = Annotated[list[str] | None, Depends(caller_scope)]
+
+
+async def admitted(context: Context) -> AsyncIterator[None]:
+    """The caller's share of slow work (services/admission): held or refused before the
+    route runs, charged with what it took after."""
+    async with context.admission.admitted(current_account()):
+        yield

@@ -33,6 +33,7 @@ HTTP_STATUS = {
     ErrorCode.CONTENT_UNAVAILABLE: 409,
     ErrorCode.DB_ERROR: 503,
     ErrorCode.UPSTREAM_ERROR: 502,
+    ErrorCode.RATE_LIMITED: 429,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.INTERNAL: 500,
 }
@@ -96,6 +97,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     403: "FORBIDDEN: out of the key's collections, or writes on a read-only server",
     404: "NOT_FOUND: no such document or collection (or not visible to this key)",
     409: "CONTENT_UNAVAILABLE: ingestion of the document failed",
+    429: "RATE_LIMITED: this caller's slow calls used its share; retry after Retry-After seconds",
     502: "UPSTREAM_ERROR: the embedding provider failed",
     503: "DB_ERROR: the database is unavailable; retry after Retry-After seconds",
     504: "TIMEOUT: the call took too long",
@@ -121,7 +123,8 @@ def error_docs(*codes: int, plain_text_route: bool = False) -> dict[int | str, d
 def error_response(exc: PgragError) -> JSONResponse:
     """The ErrorBody with the code's status; Retry-After where retrying is the answer."""
     status = HTTP_STATUS.get(exc.code, 500)
-    headers = {"Retry-After": "5"} if status in (202, 503) else None
+    retry_after = exc.detail.get("retry_after_s", 5) if status in (202, 429, 503) else None
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
     return JSONResponse(RestErrorBody.of(exc.body()).content(), status_code=status, headers=headers)
 
 

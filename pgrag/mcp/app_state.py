@@ -20,7 +20,7 @@ from pgrag.mcp.envelope import Envelope, error_envelope, to_result
 from pgrag.metrics import count_tool_call
 from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
-from pgrag.services.identity import current_caller, current_scope, may_write
+from pgrag.services.identity import current_account, current_caller, current_scope, may_write
 
 P = ParamSpec("P")
 V = TypeVar("V")
@@ -163,7 +163,8 @@ def tool_call(
             ctx: Context[Any, Any] = kwargs["ctx"]
             running = _current_tool.set(tool)
             try:
-                value = await within(body(*args, **kwargs), timeout)
+                async with state_of(ctx).admission.admitted(current_account()):
+                    value = await within(body(*args, **kwargs), timeout)
                 answer = shape.success(value, trace_id)
             except Exception as exc:
                 answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)

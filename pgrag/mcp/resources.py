@@ -18,6 +18,7 @@ from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.text_parts import parse_start, with_note
 from pgrag.services import documents as docs
+from pgrag.services.identity import current_account
 from pgrag.text_parts import text_part
 
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
@@ -90,10 +91,11 @@ async def _read(
 ) -> tuple[docs.DocumentRef, str | None]:
     """Resolve under the caller's scope; map errors to MCP resource errors."""
     try:
-        pool, scope = state_of(ctx).pool, scope_of(ctx)
-        if not with_text:
-            return await docs.find(pool, scope, ref), None
-        return await docs.ready_text(pool, scope, ref)
+        state, scope = state_of(ctx), scope_of(ctx)
+        async with state.admission.admitted(current_account()):
+            if not with_text:
+                return await docs.find(state.pool, scope, ref), None
+            return await docs.ready_text(state.pool, scope, ref)
     except NotFound as exc:  # the spec's "resource not found", with our stable code
         raise MCPError(
             code=INVALID_PARAMS,

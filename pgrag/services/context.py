@@ -21,6 +21,7 @@ from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
+from pgrag.services.admission import Admission
 from pgrag.services.ingestion import make_ingestor, resume_vectors
 from pgrag.services.retention import prune_periodically
 from pgrag.settings import Settings
@@ -64,6 +65,7 @@ class AppContext:
     search: SearchService
     codec: ContinuationCodec
     relay: ChangeNotifier
+    admission: Admission
 
 
 class SharedContext:
@@ -97,6 +99,7 @@ async def open_context(
             search=service,
             codec=codec,
             relay=notifier,
+            admission=Admission(settings.caller_slow_share, settings.slow_call_ms / 1000),
         )
         if watch:  # its first scan resumes the vectors earlier runs left missing
             await stack.enter_async_context(_watching(context, watch))

@@ -8,6 +8,7 @@ from contextvars import ContextVar
 
 _scope: ContextVar[list[str] | None] = ContextVar("pgrag_scope", default=None)
 _caller: ContextVar[str] = ContextVar("pgrag_caller", default="local")
+_account: ContextVar[str] = ContextVar("pgrag_account", default="local")
 _may_write: ContextVar[bool] = ContextVar("pgrag_may_write", default=True)
 
 
@@ -21,10 +22,18 @@ def current_caller() -> str:
     return _caller.get()
 
 
-def set_identity(caller: str, scope: list[str] | None) -> None:
-    """Name the caller of the current request and the collections it may read."""
+def current_account() -> str:
+    """Whom the current call's slow work is charged to (services/admission): the caller,
+    or for an anonymous one its address."""
+    return _account.get()
+
+
+def set_identity(caller: str, scope: list[str] | None, account: str | None = None) -> None:
+    """Name the caller of the current request, the collections it may read and (when not
+    the caller itself) the account its slow work is charged to."""
     _caller.set(caller)
     _scope.set(scope)
+    _account.set(account or caller)
 
 
 def may_write() -> bool:

@@ -7,11 +7,11 @@ import asyncio
 import urllib.parse
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
-from pgrag.http.deps import Context, QueryInt, Scope
+from pgrag.http.deps import Context, QueryInt, Scope, admitted
 from pgrag.http.errors import error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
@@ -19,7 +19,7 @@ from pgrag.services.context import require_remote_writes
 from pgrag.services.uploads import accept_upload
 from pgrag.text_parts import MAX_START, text_part
 
-router = APIRouter(tags=["documents"])
+router = APIRouter(tags=["documents"], dependencies=[Depends(admitted, scope="function")])
 
 
 class UploadAccepted(BaseModel):
@@ -29,7 +29,7 @@ class UploadAccepted(BaseModel):
     status_url: str
 
 
-@router.get("/api/documents", responses=error_docs())
+@router.get("/api/documents", responses=error_docs(429))
 async def api_documents(
     context: Context,
     scope: Scope,
@@ -52,7 +52,7 @@ async def api_documents(
     return {"documents": [jsonable(r) for r in rows], "offset": offset, "limit": limit}
 
 
-@router.get("/api/documents/{document_id}", responses=error_docs(404))
+@router.get("/api/documents/{document_id}", responses=error_docs(404, 429))
 async def api_document(context: Context, scope: Scope, document_id: str) -> dict[str, Any]:
     """A document's metadata and cached outline."""
     doc = await docs.find(context.pool, scope, document_id)
@@ -78,7 +78,7 @@ CONTENT_LINK: dict[str, Any] = {
     response_class=PlainTextResponse,
     responses={
         200: {"description": "The part of the text from `start`", "headers": CONTENT_LINK},
-        **error_docs(202, 400, 404, 409, 503, plain_text_route=True),
+        **error_docs(202, 400, 404, 409, 429, 503, plain_text_route=True),
     },
 )
 async def api_document_content(
@@ -106,7 +106,7 @@ async def api_document_content(
 @router.post(
     "/api/documents",
     status_code=202,
-    responses={202: {"model": UploadAccepted}, **error_docs(403)},
+    responses={202: {"model": UploadAccepted}, **error_docs(403, 429)},
 )
 async def api_upload(
     context: Context,
@@ -130,7 +130,7 @@ async def api_upload(
     )
 
 
-@router.delete("/api/documents/{document_id}", status_code=204, responses=error_docs(403, 404))
+@router.delete("/api/documents/{document_id}", status_code=204, responses=error_docs(403, 404, 429))
 async def api_delete(context: Context, scope: Scope, document_id: str) -> Response:
     """Delete a document and everything derived from it."""
     require_remote_writes(context.settings)

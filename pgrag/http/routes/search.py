@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from pgrag.deadline import within
-from pgrag.http.deps import Context, QueryInt, Scope
+from pgrag.http.deps import Context, QueryInt, Scope, admitted
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], dependencies=[Depends(admitted, scope="function")])
 
 
 class SearchBody(SearchData):
@@ -24,7 +24,7 @@ class SearchBody(SearchData):
 @router.get(
     "/api/search",
     response_model=None,
-    responses={200: {"model": SearchBody}, **error_docs(403, 404, 502, 504)},
+    responses={200: {"model": SearchBody}, **error_docs(403, 404, 429, 502, 504)},
 )
 async def api_search(
     context: Context,

@@ -1,0 +1,116 @@
+"""Per-caller admission: the time limits bound each call, this bounds each caller. The part
+of a call's time past the slow-call threshold is charged to its caller; a caller whose
+charges run ahead of its share of the server waits before its next call starts. So one
+client looping over slow requests (a regex that ends `TIMEOUT`, a 4,000-character query)
+takes at most that share, while callers whose calls stay under the threshold never wait.
+Holding is work-conserving: a caller is held only while other callers have calls running,
+so a lone client (a local agent, a script) is never slowed by it.
+
+Callers are API keys and OAuth grants; anonymous HTTP callers are their address (behind a
+proxy: one caller). Local callers (stdio, the CLI) are never held."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from pgrag.errors import ErrorCode, PgragError
+from pgrag.metrics import count_held_call
+
+MAX_HOLD_S = 10.0  # a longer wait is refused RATE_LIMITED (with retry_after_s) instead
+MAX_ACCOUNTS = 4096  # then accounts with nothing owed are forgotten
+LOCAL = "local"
+
+
+class RateLimited(PgragError):
+    code = ErrorCode.RATE_LIMITED
+
+
+@dataclass
+class _Account:
+    balance: float  # slow seconds the caller may still spend; negative: owed
+    at: float  # when the balance was last brought up to date
+
+
+class Admission:
+    """One process's accounts of slow work, by caller. `share` 0 turns it off."""
+
+    def __init__(
+        self,
+        share: float,
+        slow_s: float,
+        *,
+        max_hold_s: float = MAX_HOLD_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.share, self.slow_s = share, slow_s
+        self.max_hold_s = max_hold_s
+        # one call is charged at most what a maximal wait repays, and a caller may spend
+        # that much before its first wait: a single long call is held after, never refused
+        self.burst_s = max_hold_s * share
+        self.clock = clock
+        self.accounts: dict[str, _Account] = {}
+        self.running: dict[str, int] = {}  # calls under way, by caller
+
+    def others_running(self, caller: str) -> bool:
+        return sum(self.running.values()) > self.running.get(caller, 0)
+
+    def wait_s(self, caller: str) -> float:
+        """How long the caller's next call must wait for its balance to reach zero."""
+        account = self._account(caller)
+        return max(0.0, -account.balance / self.share)
+
+    def charge(self, caller: str, seconds: float) -> None:
+        """A call took `seconds`: what it took past the threshold is the caller's."""
+        slow = min(max(0.0, seconds - self.slow_s), self.burst_s)
+        if slow > 0:
+            self._account(caller).balance -= slow
+            if len(self.accounts) > MAX_ACCOUNTS:
+                self._forget_settled()
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, caller: str) -> AsyncIterator[None]:
+        """Wait for the caller's share while others run (or refuse past MAX_HOLD_S), run the
+        call, charge it."""
+        if self.share <= 0 or caller == LOCAL:
+            yield
+            return
+        wait = self.wait_s(caller) if self.others_running(caller) else 0.0
+        if wait > self.max_hold_s:
+            count_held_call("refused", 0.0)
+            raise RateLimited(
+                f"this caller's slow calls took more than {self.share:.0%} of the server's "
+                f"time: retry in {math.ceil(wait)} s, and narrow slow searches (a regex "
+                "without literal text, very long queries)",
+                detail={"retry_after_s": math.ceil(wait)},
+            )
+        if wait > 0:
+            count_held_call("held", wait)
+            await asyncio.sleep(wait)
+        started = self.clock()
+        self.running[caller] = self.running.get(caller, 0) + 1
+        try:
+            yield
+        finally:
+            self.running[caller] -= 1
+            if not self.running[caller]:
+                del self.running[caller]
+            self.charge(caller, self.clock() - started)
+
+    def _account(self, caller: str) -> _Account:
+        now = self.clock()
+        account = self.accounts.get(caller)
+        if account is None:
+            account = self.accounts[caller] = _Account(self.burst_s, now)
+        account.balance = min(self.burst_s, account.balance + (now - account.at) * self.share)
+        account.at = now
+        return account
+
+    def _forget_settled(self) -> None:
+        for caller in list(self.accounts):
+            if self._account(caller).balance >= self.burst_s:
+                del self.accounts[caller]

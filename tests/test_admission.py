@@ -1,0 +1,199 @@
+"""Per-caller admission: the accounts' arithmetic on a clock the test moves, then a real
+`pgrag serve` with two keys, where one key's slow calls get it held and refused while the
+other key's calls answer, over REST and through the official MCP client."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from pgrag.errors import ErrorCode
+from pgrag.services.admission import Admission, RateLimited
+from tests.support.commands import pgrag_cmd
+from tests.support.databases import create_database, drop_database
+from tests.support.kb_server import HASH_MODEL, HttpServer, child_env, http_server
+
+SHARE = 0.05
+SLOW_S = 0.05
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def admission(clock: Clock) -> Admission:
+    return Admission(SHARE, SLOW_S, max_hold_s=10.0, clock=clock)
+
+
+def test_calls_under_the_threshold_are_never_charged(admission: Admission) -> None:
+    for _ in range(1000):
+        admission.charge("key:a", SLOW_S)
+    assert admission.wait_s("key:a") == 0
+
+
+def test_a_caller_past_its_share_waits_until_its_share_repays_it(
+    admission: Admission, clock: Clock
+) -> None:
+    burst = admission.burst_s  # 10 s x 5 %: what one maximal call may be charged
+    assert burst == pytest.approx(0.5)
+    admission.charge("key:a", SLOW_S + 0.3)
+    assert admission.wait_s("key:a") == 0  # within the burst
+    admission.charge("key:a", SLOW_S + 0.4)  # 0.2 s owed
+    assert admission.wait_s("key:a") == pytest.approx(0.2 / SHARE)
+    assert admission.wait_s("key:b") == 0  # another caller owes nothing
+    clock.now += 2.0  # repays 2 s x 5 % = 0.1 s
+    assert admission.wait_s("key:a") == pytest.approx(0.1 / SHARE)
+    clock.now += 100.0
+    assert admission.wait_s("key:a") == 0
+
+
+def test_one_long_call_is_charged_at_most_a_maximal_wait(admission: Admission) -> None:
+    admission.charge("key:a", 3600.0)
+    assert admission.wait_s("key:a") == 0  # the burst pays for it: held after, never refused
+    admission.charge("key:a", 3600.0)
+    assert admission.wait_s("key:a") == pytest.approx(admission.max_hold_s)
+
+
+@pytest.mark.anyio
+async def test_a_caller_is_held_or_refused_only_while_others_run(admission: Admission) -> None:
+    for _ in range(3):
+        admission.charge("key:a", 3600.0)  # owes two maximal calls: 20 s to wait
+    async with admission.admitted("key:a"):  # alone: not held
+        pass
+    async with admission.admitted("key:b"):
+        with pytest.raises(RateLimited) as refused:
+            async with admission.admitted("key:a"):
+                pytest.fail("a caller owing more than the longest hold ran")
+    assert refused.value.code is ErrorCode.RATE_LIMITED
+    assert refused.value.detail["retry_after_s"] >= 10
+
+
+@pytest.mark.anyio
+async def test_local_callers_and_a_zero_share_are_never_held(clock: Clock) -> None:
+    off = Admission(0.0, SLOW_S, clock=clock)
+    on = Admission(SHARE, SLOW_S, clock=clock)
+    for _ in range(5):
+        off.charge("key:a", 3600.0)
+        on.charge("local", 3600.0)
+    async with (
+        off.admitted("key:b"),
+        off.admitted("key:a"),
+        on.admitted("key:b"),
+        on.admitted("local"),
+    ):
+        pass
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- a real server, two keys --------------------------------------------------------------
+
+NORMAL, HOSTILE = "normal-key", "hostile-key"
+HOSTILE_REGEX = "(.|..)+#|e"  # backtracks at every start in text without '#'
+REGEX_TIMEOUT_MS = 2000  # every hostile call runs this long, then ends TIMEOUT
+DOCUMENTS = 200  # ~600 KB: the hostile pattern needs longer than the budget
+WORDS = "the contract renews every year unless either party sends notice before the term ends"
+
+
+@pytest.fixture(scope="module")
+def two_keys(
+    server_dsn: str, template_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HttpServer]:
+    folder = tmp_path_factory.mktemp("admission") / "notes"
+    folder.mkdir()
+    rng = random.Random(3)
+    words = WORDS.split()
+    for i in range(DOCUMENTS):
+        text = ". ".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(45))
+        (folder / f"note_{i:03d}.txt").write_text(text + ".", encoding="utf-8")
+    dsn = create_database(server_dsn)
+    ingest = pgrag_cmd("--database-url", dsn, "--embedding-model", HASH_MODEL, "ingest", "-q")
+    done = subprocess.run([*ingest, str(folder)], capture_output=True, timeout=300, env=child_env())
+    assert done.returncode == 0, done.stderr
+    env = {
+        "PGRAG_API_KEYS": f"{NORMAL},{HOSTILE}",
+        "PGRAG_CALLER_SLOW_SHARE": str(SHARE),  # one maximal call: 10 s x 5 % = 0.5 s
+        "PGRAG_SLOW_CALL_MS": str(int(SLOW_S * 1000)),
+        "PGRAG_REGEX_TIMEOUT_MS": str(REGEX_TIMEOUT_MS),
+    }
+    try:
+        with http_server(dsn, "--embedding-model", HASH_MODEL, env=env) as server:
+            yield server
+    finally:
+        drop_database(server_dsn, dsn)
+
+
+def _rest(server: HttpServer, key: str) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        base_url=server.base,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=httpx2.Timeout(60),
+    )
+
+
+async def _hostile_search(rest: httpx2.AsyncClient) -> httpx2.Response:
+    return await rest.get("/api/search", params={"q": HOSTILE_REGEX, "mode": "regex"})
+
+
+async def _searching(rest: httpx2.AsyncClient, stop: asyncio.Event) -> list[str]:
+    """Slow searches back to back until `stop`: the other caller's calls keep running."""
+    outcomes = []
+    while not stop.is_set():
+        r = await _hostile_search(rest)
+        outcomes.append("ok" if r.status_code == 200 else r.json()["errorCode"])
+    return outcomes
+
+
+@pytest.mark.anyio
+async def test_one_keys_slow_calls_get_it_refused_while_another_key_answers(
+    two_keys: HttpServer,
+) -> None:
+    async with _rest(two_keys, NORMAL) as normal, _rest(two_keys, HOSTILE) as hostile:
+        first = await asyncio.gather(*(_hostile_search(hostile) for _ in range(3)))
+        assert {r.json()["errorCode"] for r in first} == {"TIMEOUT"}  # each ran its 2 s
+        # three maximal charges against a burst of one: 20 s owed, past the 10 s hold
+        stop = asyncio.Event()
+        running = [asyncio.create_task(_searching(normal, stop)) for _ in range(2)]
+        await asyncio.sleep(0.5)
+        refused = await hostile.get("/api/documents")
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["errorCode"] == "RATE_LIMITED"
+        assert int(refused.headers["Retry-After"]) >= 10
+        headers = {"Authorization": f"Bearer {HOSTILE}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60)) as hc,
+            Client(streamable_http_client(two_keys.mcp_url, http_client=hc)) as client,
+        ):
+            result = await client.call_tool("list_documents", {})
+        body = result.structured_content or {}
+        assert result.is_error and body["error"]["code"] == "RATE_LIMITED", body
+        listing = await normal.get("/api/documents")  # the other key is not held
+        assert listing.status_code == 200, listing.text
+        stop.set()
+        outcomes = [o for done in await asyncio.gather(*running) for o in done]
+        assert set(outcomes) <= {"ok", "TIMEOUT"}, outcomes
+        # alone on the server, the owing key is served: holding only ever protects others
+        alone = await hostile.get("/api/documents")
+        assert alone.status_code == 200, alone.text
+        metrics = (await normal.get("/metrics")).text
+    assert 'pgrag_calls_held_total{outcome="refused"}' in metrics
