@@ -168,8 +168,8 @@ class Settings(BaseSettings):
         500,
         ge=50,
         le=60_000,
-        description="a call's time past this many milliseconds is charged to its caller"
-        " (`PGRAG_CALLER_SLOW_SHARE`)",
+        description="a call taking longer than this many milliseconds is charged, whole, to"
+        " its caller (`PGRAG_CALLER_SLOW_SHARE`)",
     )
     caller_slow_share: float = Field(
         0.25,

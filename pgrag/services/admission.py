@@ -1,6 +1,6 @@
-"""Per-caller admission: the time limits bound each call, this bounds each caller. The part
-of a call's time past the slow-call threshold is charged to its caller; a caller whose
-charges run ahead of its share of the server waits before its next call starts. So one
+"""Per-caller admission: the time limits bound each call, this bounds each caller. A call
+that takes longer than the slow-call threshold is charged, whole, to its caller; a caller
+whose charges run ahead of its share of the server waits before its next call starts. So one
 client looping over slow requests (a regex that ends `TIMEOUT`, a 4,000-character query)
 takes at most that share, while callers whose calls stay under the threshold never wait.
 Holding is work-conserving: a caller is held only while other callers have calls running,
@@ -65,8 +65,8 @@ class Admission:
         return max(0.0, -account.balance / self.share)
 
     def charge(self, caller: str, seconds: float) -> None:
-        """A call took `seconds`: what it took past the threshold is the caller's."""
-        slow = min(max(0.0, seconds - self.slow_s), self.burst_s)
+        """A call took `seconds`: a slow one (past the threshold) is the caller's, whole."""
+        slow = min(seconds, self.burst_s) if seconds > self.slow_s else 0.0
         if slow > 0:
             self._account(caller).balance -= slow
             if len(self.accounts) > MAX_ACCOUNTS:
