@@ -172,7 +172,7 @@ class Settings(BaseSettings):
         " its caller (`PGRAG_CALLER_SLOW_SHARE`)",
     )
     caller_slow_share: float = Field(
-        0.25,
+        0.2,
         ge=0,
         le=1,
         description="share of time one HTTP caller's slow calls may take; past it, its next call"
