@@ -14,8 +14,9 @@ split into `train` (tune on these) and `test` (judge on these): `docbench/split.
 `--variants` measures the document context: USE:TOKENS, TOKENS its bound (0: none), USE
 `both` (ingestion as is), `vector` (embedded, then removed from the chunks, so BM25 does not
 see it) or `lexical` (ingested without, then written into the chunks, so only BM25 sees
-it); each variant in its own collection of one database, so texts embedded once come from
-the embedding cache after.
+it); `both:48/16`: BM25 sees the context of 48 tokens, the model that of 16 (ingested
+with 16, then the 48-token context written into the chunks). Each variant in its own
+collection of one database, so texts embedded once come from the embedding cache after.
 
     python benchmarks/documents.py [--dsn DSN] [--modes hybrid,semantic,keyword]
         [--split train|test|all] [--variants both:48,both:0,vector:48,lexical:48]
@@ -95,21 +96,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 @dataclass(frozen=True)
 class Variant:
-    """Where the document context goes (both, vector, lexical) and its bound in tokens."""
+    """Where the document context goes (both, vector, lexical) and its bound in tokens;
+    `vector_tokens`, a shorter bound for what the model sees (`both` only)."""
 
     use: str
     tokens: int
+    vector_tokens: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> Variant:
-        use, _, tokens = text.strip().partition(":")
-        if use not in ("both", "vector", "lexical") or not tokens.isdigit():
-            raise SystemExit(f"bad variant {text!r}: USE:TOKENS, USE both|vector|lexical")
-        return cls(use, int(tokens))
+        use, _, bounds = text.strip().partition(":")
+        tokens, _, vector = bounds.partition("/")
+        if (
+            use not in ("both", "vector", "lexical")
+            or not tokens.isdigit()
+            or (vector and (use != "both" or not vector.isdigit()))
+        ):
+            raise SystemExit(f"bad variant {text!r}: USE:TOKENS[/VECTOR], USE both|vector|lexical")
+        return cls(use, int(tokens), int(vector) if vector else None)
 
     @property
     def name(self) -> str:
-        return f"{self.use}:{self.tokens}"
+        vector = "" if self.vector_tokens is None else f"/{self.vector_tokens}"
+        return f"{self.use}:{self.tokens}{vector}"
+
+    @property
+    def ingested_tokens(self) -> int:
+        """The bound ingestion (and so the model) works with."""
+        if self.use == "lexical":
+            return 0
+        return self.tokens if self.vector_tokens is None else self.vector_tokens
 
 
 CHUNKS_SQL = """
@@ -148,7 +164,7 @@ async def ingest(db: Any, provider: LocalE5Provider, root: Path, v: Variant) -> 
     """Ingest docbench into the variant's collection; the wall time of the ingestion proper
     (texts another variant embedded already come from the embedding cache)."""
     collection = f"{COLLECTION}-{v.name}"
-    options = ParseOptions(context_tokens=0 if v.use == "lexical" else v.tokens)
+    options = ParseOptions(context_tokens=v.ingested_tokens)
     t = time.perf_counter()
     summary = await Ingestor(db.pool, provider, collection=collection, parse=options).run([root])
     ingest_s = time.perf_counter() - t
@@ -157,7 +173,7 @@ async def ingest(db: Any, provider: LocalE5Provider, root: Path, v: Variant) -> 
     async with db.pool.connection() as conn:
         if v.use == "vector":
             await conn.execute(NO_CONTEXT_SQL, (collection,))
-        elif v.use == "lexical":
+        elif v.ingested_tokens != v.tokens:
             await conn.execute(SET_CONTEXT_SQL, (*contexts(root, v.tokens), collection))
     return ingest_s
 

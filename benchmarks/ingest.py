@@ -4,6 +4,7 @@
     python benchmarks/ingest.py [--kb docbench|generated|both] [--docs 1000] [--seed 1]
         [--model local/multilingual-e5-small] [--baseline-sample N] [--label latest]
         [--out benchmarks/results/ingest.json]
+    python benchmarks/ingest.py --context-compare [--context-tokens 48] [--passes 3] ...
 
 For each knowledge base, `pgrag ingest` runs as a subprocess into a fresh database of one
 embedded PostgreSQL (through ingest_probe.py, which times its stages in-process), and the run
@@ -21,6 +22,9 @@ reports:
   at a time, over all the texts embedded, or over an evenly spaced sample of them
   (`--baseline-sample`, default: all for docbench, 150 for the generated one) whose rate is
   extrapolated to the whole, and says so. Ratios are new / baseline.
+
+`--context-compare` instead ingests each knowledge base with and without the document
+context, alternating (ingest_context.py), and prints the throughput ratio.
 
 `--docs 20` is the small mode for development (~600 chunks: ~10 minutes on today's
 one-thread path on a quiet box, a few with a fast engine on both cores).
@@ -47,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "docbench"))
 import build as docbench  # noqa: E402
 import hardware  # noqa: E402
+import ingest_context  # noqa: E402
 import kbgen  # noqa: E402
 import support  # noqa: E402
 from ingest_baseline import model_config  # noqa: E402
@@ -148,29 +153,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dsn", default=None, help="admin DSN of a server to use (default: embedded)")
     p.add_argument("--label", default="latest", help="key of this run in the results file")
     p.add_argument("--out", type=Path, default=support.RESULTS / "ingest.json")
+    p.add_argument("--context-compare", action="store_true", help="with / without the context")
+    p.add_argument("--context-tokens", type=int, default=48, help="the context's bound")
+    p.add_argument("--passes", type=int, default=3, help="--context-compare: passes of each")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     names = ["docbench", "generated"] if args.kb == "both" else [args.kb]
-    cores = os.cpu_count() or 1
-    gemm = {"1": hardware.gemm_gflops(1), str(cores): hardware.gemm_gflops(cores)}
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
-    results["gemm_gflops"] = {k: round(v, 1) for k, v in gemm.items()}
+    results["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    gemm: dict[str, float] = {}
+    if not args.context_compare:
+        cores = os.cpu_count() or 1
+        gemm = {"1": hardware.gemm_gflops(1), str(cores): hardware.gemm_gflops(cores)}
+        results["gemm_gflops"] = {k: round(v, 1) for k, v in gemm.items()}
     work = Path(tempfile.mkdtemp(prefix="pgrag-ingest-bench-"))
     try:
         with support.server(args.dsn) as admin:
             for name in names:
                 kb = docbench_kb(work / "docbench") if name == "docbench" else None
                 kb = kb or generated_kb(args.docs, args.seed)
+                if args.context_compare:
+                    results[name] = ingest_context.compare(kb, admin, args, ENV, work)
+                    continue
                 results[name] = measure_kb(kb, admin, args, gemm, work)
                 print(report(results[name]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["python"] = platform.python_version()
-    save(args.out, args.label, results)
-    print(f"saved {args.out} [{args.label}]")
+    label = f"{args.label}/context-compare" if args.context_compare else args.label
+    save(args.out, label, results)
+    print(f"saved {args.out} [{label}]")
     return 0
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pgrag.ingest.parsers.base import ParsedDocument, Unit
-from pgrag.tokens import encoding
+from pgrag.tokens import count_tokens, encoding
 
 CONTEXT_TOKENS = 48  # default bound (cl100k tokens); 0 turns the context off
+LONG_CHUNK_TOKENS = 150  # a chunk longer than this shows the model only the context's start
+VECTOR_CONTEXT_TOKENS = 16  # that start
 _SPACE = re.compile(r"\s+")
 _MARKUP = re.compile(r"^[#>*\-\s]+", re.MULTILINE)  # Markdown heading and list marks
 # where a lead may end: a sentence end in either script, or a line of its own
@@ -99,9 +102,26 @@ def chunk_context(
     return context.text
 
 
+@lru_cache(maxsize=256)
+def _context_start(context: str) -> str:
+    return _bounded(context, VECTOR_CONTEXT_TOKENS).strip()
+
+
+def vector_context(context: str | None, content: str) -> str | None:
+    """What the model sees of a chunk's context: all of it next to a short chunk, its first
+    VECTOR_CONTEXT_TOKENS next to a long one (BM25 sees all of it either way). A short
+    section deep in a report needs the context to say what it is about; a long chunk says
+    more about itself and pools the context with many tokens of its own, where the whole
+    context would weigh little in its vector and still cost as many tokens to embed: in
+    collections of long sections, nearly all of the context's embedding time."""
+    if not context or count_tokens(content) <= LONG_CHUNK_TOKENS:
+        return context
+    return _context_start(context)
+
+
 def embed_text(heading: str | None, context: str | None, content: str) -> str:
     """What the model sees for a chunk: its heading (title, section path), its document's
-    context, then its text. Ingestion, resume and reindex embed the same text, so it hashes
-    to the same cache key and a vector is never computed twice."""
-    head = "\n".join(p for p in (heading, context) if p)
+    context (vector_context), then its text. Ingestion, resume and reindex embed the same
+    text, so it hashes to the same cache key and a vector is never computed twice."""
+    head = "\n".join(p for p in (heading, vector_context(context, content)) if p)
     return f"{head}\n\n{content}" if head else content
