@@ -7,28 +7,29 @@
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
 --   k1, b, candidate_budget, rescore_size: pgrag.fusion_defaults() unless the caller names them
 --   N, df    over the collections searched: those the search names, else every collection
---            the caller can read (pgrag.chunk_count_estimate). For some collections both
---            come from the sums the writers keep exact per collection (migration 0023,
---            25_bm25_sums.sql): no frequency is counted from the postings, and a search
---            of one collection, by a scoped key or an unscoped caller, ranks as if it were
---            alone in the database. For every collection, df is counted for the terms that
---            generate candidates; for very common terms (those beyond the candidate budget)
---            it is ANALYZE's table-wide lexeme frequency times N (pgrag.bm25_terms).
+--            the caller can read (pgrag.chunk_count_estimate). df comes from the sums the
+--            writers keep exact per collection (migration 0023, 25_bm25_sums.sql), summed
+--            over the collections searched (all of them for an unrestricted caller); N from
+--            the same sums, or the planner's estimate over every collection on one server.
+--            No frequency is counted from the postings, and a search of one collection, by
+--            a scoped key or an unscoped caller, ranks as if it were alone in the database.
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
--- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
--- their exact df and a presence score sum(idf) per chunk in scope; (2) the rescore_size best
--- by presence get the full BM25 above with every query term. Generating terms are those
--- rarer than any lexeme ANALYZE tracks, plus common ones (rarest first) while their
--- estimated postings stay within candidate_budget: chunks holding only the commonest terms
--- score little under BM25. The budget bounds the work, not the hits: while fewer than
+-- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give a
+-- presence score sum(idf) per chunk in scope; (2) the rescore_size best by presence get the
+-- full BM25 above with every query term. Generating terms are the rarest (by exact df)
+-- while their postings stay within candidate_budget: chunks holding only the commonest
+-- terms score little under BM25. The budget bounds the work, not the hits: while fewer than
 -- pool_size chunks of the collections searched hold a generating term, the next rarest
--- term generates too (pgrag.bm25_pool_candidates). Else a rare term followed by terms past
--- the budget leaves a pool of the rare term's few chunks, and a scoped key (budget spent by
--- exact df) and an unrestricted caller (a term ANALYZE does not track always generates)
--- find different numbers of hits. When the scope (collections, filters) or a phrase/negation
--- query leaves fewer than pool_size candidates, the other chunks in scope that match the
--- query are scored too (pgrag.lexical_fallback_in, planned with the literal filters).
+-- term generates too (pgrag.bm25_pool_candidates); else a rare term followed by terms past
+-- the budget leaves a pool of the rare term's few chunks. Such a term, or a rarest term,
+-- in more than candidate_budget chunks is capped (pgrag.capped_postings): only that many
+-- of its chunks are read, those holding the most other query terms first, so the heap rows
+-- a search reads do not grow with the table (a row costs ~6 us, a posting in the GIN index
+-- ~0.2-0.4 us, at 300,000 chunks). When the scope (collections, filters) or a
+-- phrase/negation query leaves fewer than pool_size candidates, the other chunks in scope
+-- that match the query are scored too (pgrag.lexical_fallback_in, planned with the
+-- literal filters).
 --
 -- proximity: which of a document's chunks holds the query's words closest together, for
 -- the fusion (the BM25 score ignores it): pgrag.bm25_proximity.
