@@ -90,33 +90,45 @@ BEGIN
 END
 $$;
 
--- At most max_rows chunks holding `term` (number `ordinal`) and none of the terms `read`
--- (already read whole), in the collections searched: those holding the most of the `others`
--- (the commoner query terms, rarest first) first. Tier k holds term and others[1..k] but
--- not others[k + 1], so the tiers part the term's chunks and each is one GIN scan with term
--- required, its rows fetched only up to the rows still allowed (a posting costs the index
--- little; a heap row, much more). One row per chunk and per term its tier shows it holds.
+-- At most max_rows chunks holding `term` (number `ordinal`, in df chunks of `chunks`) and
+-- none of the terms `read` (already read whole), in the collections searched: those holding
+-- the most of the `others` (the commoner query terms, rarest first, in other_df chunks)
+-- first. Tier k holds term and others[1..k] but not others[k + 1], so the tiers part the
+-- term's chunks; each is one GIN scan with term required (it walks the term's postings: a
+-- posting costs the index little, a heap row much more), its rows fetched only up to the
+-- rows still allowed. The first tier is the one above the deepest that is expected (terms
+-- independent) to fill max_rows alone, without its negation: it holds every higher tier,
+-- so a search scans the term's postings about twice, not once per tier. One row per chunk
+-- and per term its tier shows it holds.
 CREATE OR REPLACE FUNCTION pgrag.capped_postings(
-    term tsquery, ordinal bigint, others tsquery[], other_ordinals bigint[], read tsquery[],
-    collection_ids bigint[], max_rows int
+    term tsquery, ordinal bigint, df float8, others tsquery[], other_ordinals bigint[],
+    other_df float8[], read tsquery[], chunks float8, collection_ids bigint[], max_rows int
 ) RETURNS TABLE (i bigint, id bigint, collection_id bigint, document_id uuid)
 LANGUAGE plpgsql STABLE ROWS 1000 AS $$
 DECLARE
-    tiers int := least(coalesce(cardinality(others), 0), 6);  -- statements per capped term
+    tiers int := least(coalesce(cardinality(others), 0), 6);
+    first int := 0;
+    expected float8 := df;
     base tsquery := term;
     tier tsquery;
     got int;
 BEGIN
+    FOR j IN 1..tiers LOOP
+        expected := expected * least(1, other_df[j] / greatest(chunks, 1));
+        EXIT WHEN expected < max_rows;
+        first := j;
+    END LOOP;
+    first := least(tiers, first + 1);
     IF coalesce(cardinality(read), 0) > 0 THEN
         base := base && (!! (SELECT string_agg(r::text, ' | ')::tsquery FROM unnest(read) r));
     END IF;
-    FOR k IN REVERSE tiers..0 LOOP
+    FOR k IN REVERSE first..0 LOOP
         EXIT WHEN max_rows <= 0;
         tier := base;
         FOR j IN 1..k LOOP
             tier := tier && others[j];
         END LOOP;
-        IF k < tiers THEN
+        IF k < first THEN
             tier := tier && (!! others[k + 1]);
         END IF;
         RETURN QUERY EXECUTE format(

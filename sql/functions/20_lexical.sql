@@ -274,13 +274,15 @@ LANGUAGE sql STABLE AS $$
             collection_ids => searched) p
         UNION ALL
         SELECT p.* FROM query_terms c, LATERAL pgrag.capped_postings(
-            term => c.term, ordinal => c.i,
+            term => c.term, ordinal => c.i, df => c.df,
             others => ARRAY(SELECT o.term FROM query_terms o WHERE o.i > c.i AND o.df > 0
                             ORDER BY o.i),
             other_ordinals => ARRAY(SELECT o.i FROM query_terms o WHERE o.i > c.i AND o.df > 0
                                     ORDER BY o.i),
+            other_df => ARRAY(SELECT o.df FROM query_terms o WHERE o.i > c.i AND o.df > 0
+                              ORDER BY o.i),
             read => ARRAY(SELECT r.term FROM query_terms r WHERE r.generates AND r.i < c.i),
-            collection_ids => searched, max_rows => candidate_budget::int) p
+            chunks => chunks, collection_ids => searched, max_rows => candidate_budget::int) p
         WHERE c.capped
     ),
     term_idf AS MATERIALIZED (
