@@ -91,15 +91,16 @@ END
 $$;
 
 -- At most max_rows chunks holding `term` (number `ordinal`, in df chunks of `chunks`) and
--- none of the terms `read` (already read whole), in the collections searched: those holding
--- the most of the `others` (the commoner query terms, rarest first, in other_df chunks)
--- first. Tier k holds term and others[1..k] but not others[k + 1], so the tiers part the
--- term's chunks; each is one GIN scan with term required (it walks the term's postings: a
--- posting costs the index little, a heap row much more), its rows fetched only up to the
--- rows still allowed. The first tier is the one above the deepest that is expected (terms
--- independent) to fill max_rows alone, without its negation: it holds every higher tier,
--- so a search scans the term's postings about twice, not once per tier. One row per chunk
--- and per term its tier shows it holds.
+-- none of the rarer generating terms `read` (their chunks are read by their own postings or
+-- tiers), in the collections searched: those holding the most of the `others` (the
+-- commoner query terms, rarest first, in other_df chunks) first. Tier k holds term and
+-- others[1..k] but not others[k + 1], so the tiers part the term's chunks; each is one GIN
+-- scan with term required (it walks the term's postings: a posting costs the index little,
+-- a heap row much more), its rows fetched only up to the rows still allowed. The first
+-- tier is the one above the deepest that is expected (terms independent) to fill max_rows
+-- alone, without its negation: it holds every higher tier, so a search walks the term's
+-- postings about twice, not once per tier. One row per chunk and per term its tier shows
+-- it holds.
 CREATE OR REPLACE FUNCTION pgrag.capped_postings(
     term tsquery, ordinal bigint, df float8, others tsquery[], other_ordinals bigint[],
     other_df float8[], read tsquery[], chunks float8, collection_ids bigint[], max_rows int
