@@ -252,8 +252,10 @@ $$;
 -- query term its tier shows they hold: pgrag.capped_postings); the best `top` by presence in
 -- scope (collections, filters) are the candidates. One row: the query's terms, lexemes and
 -- idf (numbered rarest first: pgrag.bm25_terms), the candidates' ids, how many chunks hold a
--- generating term in the collections searched (at least: a capped term's are not all read),
--- and the first term that could generate more but does not (NULL: none).
+-- generating term in the collections searched (those read, plus each capped term's chunks
+-- past the budget: more than were read whenever a term was capped, so that the fallback
+-- still runs for a scope left short), and the first term that could generate more but does
+-- not (NULL: none).
 CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
     tsq tsquery, searched bigint[], chunks float8, candidate_budget float8,
     collection_ids bigint[], filters jsonb, top int, least_terms bigint
@@ -305,8 +307,9 @@ LANGUAGE sql STABLE AS $$
            (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
            (SELECT array_agg(t.idf ORDER BY t.i) FROM term_idf t),
            ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id LIMIT top),
-           greatest((SELECT count(*) FROM presence),
-                    (SELECT max(t.df)::bigint FROM query_terms t WHERE t.generates)),
+           (SELECT count(*) FROM presence)
+           + (SELECT coalesce(sum(t.df - candidate_budget), 0)::bigint FROM query_terms t
+              WHERE t.capped),
            (SELECT min(t.i) FROM query_terms t WHERE NOT t.generates AND t.df > 0)
 $$;
 
