@@ -1,13 +1,13 @@
 """Per query, the keyword hits of a key limited to a collection against the unscoped search
 filtered to the same collection, on scale.py's synthetic corpus: the chunk ids of both,
 and for each query where they differ, how each path weighed the query's terms
-(pgrag.bm25_terms: df, whether ANALYZE tracks the term, whether it generated candidates).
+(pgrag.bm25_terms: df, whether it generated candidates, whether its postings were capped).
 
 The candidate budget is scaled with the corpus (1,000 postings at 300,000 chunks, scale.py's
-default search) so that a small corpus puts ANALYZE's tracking cutoff and the budget where
-300,000 chunks put them. --against FILE then applies an SQL file (another version of
-sql/functions/20_lexical.sql, say) and compares again: two versions of the ranking on one
-corpus, with the latency of each path as a ratio in the same run.
+default search) so that a small corpus puts the budget where 300,000 chunks put it.
+--against FILE then applies an SQL file (another version of sql/functions/20_lexical.sql,
+say) and compares again: two versions of the ranking on one corpus, with the latency of
+each path as a ratio in the same run.
 
     python benchmarks/scoped_hits.py --chunks 30000 --queries 60
     git show main:sql/functions/20_lexical.sql > /tmp/old.sql
@@ -36,22 +36,11 @@ SELECT chunk_id FROM pgrag.hybrid_search(
     %(query)s, NULL, 10, %(collections)s, '{}', lexical_weight => 1, semantic_weight => 0,
     candidate_budget => %(budget)s)
 """
-# how one path weighed the terms (least_terms 1: before any term is added for a short pool)
+# how both paths weighed the terms (least_terms 1: before any term is added for a short pool)
 TERMS_SQL = """
-SELECT t.i, t.lexeme, t.est_df::int, t.generates,
-       t.lexeme IN (SELECT unnest(s.most_common_elems::text::text[]) FROM pg_stats s
-                    WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks'
-                      AND s.attname = 'tsv')
-FROM pgrag.bm25_terms(pgrag.lexical_query(%(query)s), %(collections)s,
-                      pgrag.chunk_count_estimate(%(collections)s), %(table_stats)s,
-                      %(budget)s, 1) t
+SELECT t.i, t.lexeme, t.df::int, t.generates, t.capped
+FROM pgrag.bm25_terms(pgrag.lexical_query(%(query)s), %(collections)s, %(budget)s, 1) t
 ORDER BY t.i
-"""
-# the smallest document frequency ANALYZE tracks: rarer terms are untracked
-CUTOFF_SQL = """
-SELECT min(f) * pgrag.chunk_count_estimate() FROM pg_stats s,
-       unnest(s.most_common_elem_freqs::float8[]) f
-WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
 """
 
 
@@ -89,13 +78,12 @@ def compare(
             f"\n{q!r}: collection {len(filtered)} hits, scoped key {len(scoped)} hits, "
             f"{len(set(filtered) & set(scoped))} in common"
         )
-        for label, table_stats in (("collection", True), ("scoped_key", False)):
-            rows = conn.execute(TERMS_SQL, {**params, "table_stats": table_stats}).fetchall()
-            terms = ", ".join(
-                f"{lex}(df {df}{', tracked' if tr else ''}{', GEN' if gen else ''})"
-                for _, lex, df, gen, tr in rows
-            )
-            print(f"   {label:<11} {terms}")
+        rows = conn.execute(TERMS_SQL, params).fetchall()
+        terms = ", ".join(
+            f"{lex}(df {df}{', GEN' if gen else ''}{', capped' if cap else ''})"
+            for _, lex, df, gen, cap in rows
+        )
+        print(f"   {terms}")
     return {
         "queries": len(queries),
         "queries_with_different_ids": differ,
@@ -122,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             scale_load.load(dsn, *corpus, scale_load.maintenance_work_mem(args.chunks))
             with support.connect(dsn) as conn:
-                cutoff = conn.execute(CUTOFF_SQL).fetchone()[0]
-                print(f"{args.chunks} chunks, budget {budget}, ANALYZE tracks df >= {cutoff:.0f}")
+                print(f"{args.chunks} chunks, budget {budget}")
                 compare(conn, queries, budget, verbose=False)  # warm-up: every query once
                 now = compare(conn, queries, budget)
                 print(f"\ninstalled functions: {now}")

@@ -1,10 +1,8 @@
 """BM25's statistics (chunk count N, document frequencies) are those of the collections a
 search covers: a search of one collection, or with a key limited to it, ranks as if that
 collection were alone in the database. (On Citus this keeps such a search on the
-collection's shard: tests/test_citus_routing.py.) Without ANALYZE statistics, as here,
-every frequency is counted; with them, the very common terms beyond the candidate budget
-of an unscoped search take ANALYZE's frequency scaled to the collection (benchmarks/scale.py
-shows why)."""
+collection's shard: tests/test_citus_routing.py.) Every document frequency comes from the
+per-collection sums, added up over the collections searched."""
 
 from __future__ import annotations
 

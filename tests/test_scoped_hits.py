@@ -1,8 +1,8 @@
 """The candidate budget bounds the lexical leg's work, never its hits: a query with one rare
 term and a common one past the budget still fills its pool, and a key limited to a
 collection finds the same chunks as the unscoped search filtered to that collection,
-whichever statistics (exact sums, ANALYZE's frequencies) decided what generates
-candidates (per query on scale.py's corpus: benchmarks/scoped_hits.py)."""
+whether or not ANALYZE ran (every caller ranks terms by the sums' exact df) and whichever
+terms generate candidates (per query on scale.py's corpus: benchmarks/scoped_hits.py)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,7 @@ def port(dsn: str) -> int:
 
 
 def test_a_scoped_key_finds_the_chunks_of_the_collection_filter(dsn: str, port: int) -> None:
-    """The scoped key spends the budget by exact df (the common term does not pass it); the
-    unrestricted caller, with no ANALYZE frequency for either term, lets both generate."""
+    """Every caller spends the budget by exact df: the common term does not pass it."""
     everything = _search(dsn, [port], 1e9)  # every term generates: every match scored
     filtered = _search(dsn, [port], BUDGET)
     scoped = _search(dsn, [port], BUDGET, scope="port")
@@ -90,15 +89,15 @@ def test_a_scoped_key_finds_the_chunks_of_the_collection_filter(dsn: str, port: 
 
 
 def test_an_unscoped_search_past_the_budget_fills_its_pool(dsn: str, port: int) -> None:
-    """With ANALYZE's frequencies the common term's estimated postings are past the budget
-    for the unrestricted caller too: the next rarest term generates all the same."""
+    """After ANALYZE (N the planner's estimate) the common term is past the budget for the
+    unrestricted caller too: the next rarest term generates all the same."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("ANALYZE pgrag.chunks")
         tracked = conn.execute(
             "SELECT 'harbour' = ANY (most_common_elems::text::text[]) FROM pg_stats"
             " WHERE schemaname = 'pgrag' AND tablename = 'chunks' AND attname = 'tsv'"
         ).fetchone()
-    assert tracked == (True,)  # the path under test: a tracked term past the budget
+    assert tracked == (True,)  # ANALYZE ran and sees the common term
     everything = _search(dsn, None, 1e9)
     assert len(everything) == 10
     assert _search(dsn, None, BUDGET) == everything

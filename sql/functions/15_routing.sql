@@ -28,14 +28,13 @@ BEGIN
 END
 $$;
 
--- Each lexeme's document frequency in the collections searched, from the same sums:
--- one row per lexeme some chunk there holds. Nothing when every collection is searched
--- (NULL): that caller counts postings or takes ANALYZE's frequencies instead.
+-- Each lexeme's document frequency in the collections searched (NULL: every collection),
+-- from the same sums: one row per lexeme some chunk there holds.
 CREATE OR REPLACE FUNCTION pgrag.bm25_term_df(collection_ids bigint[], lexemes text[])
 RETURNS TABLE (lexeme text, df float8)
 LANGUAGE plpgsql STABLE ROWS 10 AS $$
 BEGIN
-    IF collection_ids IS NULL OR coalesce(cardinality(lexemes), 0) = 0 THEN
+    IF coalesce(cardinality(lexemes), 0) = 0 THEN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
@@ -88,6 +87,61 @@ BEGIN
         '      LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
         '               WHERE c.tsv @@ g.term %s) c',
         terms, ordinals, pgrag.in_collections('c', collection_ids));
+END
+$$;
+
+-- At most max_rows chunks holding `term` (number `ordinal`, in df chunks of `chunks`) and
+-- none of the rarer generating terms `read` (their chunks are read by their own postings or
+-- tiers), in the collections searched: those holding the most of the `others` (the
+-- commoner query terms, rarest first, in other_df chunks) first. Tier k holds term and
+-- others[1..k] but not others[k + 1], so the tiers part the term's chunks; each is one GIN
+-- scan with term required (it walks the term's postings: a posting costs the index little,
+-- a heap row much more), its rows fetched only up to the rows still allowed. The first
+-- tier is the one above the deepest that is expected (terms independent) to fill max_rows
+-- alone, without its negation: it holds every higher tier, so a search walks the term's
+-- postings about twice, not once per tier. One row per chunk and per term its tier shows
+-- it holds.
+CREATE OR REPLACE FUNCTION pgrag.capped_postings(
+    term tsquery, ordinal bigint, df float8, others tsquery[], other_ordinals bigint[],
+    other_df float8[], read tsquery[], chunks float8, collection_ids bigint[], max_rows int
+) RETURNS TABLE (i bigint, id bigint, collection_id bigint, document_id uuid)
+LANGUAGE plpgsql STABLE ROWS 1000 AS $$
+DECLARE
+    tiers int := least(coalesce(cardinality(others), 0), 6);
+    first int := 0;
+    expected float8 := df;
+    base tsquery := term;
+    tier tsquery;
+    got int;
+BEGIN
+    FOR j IN 1..tiers LOOP
+        expected := expected * least(1, other_df[j] / greatest(chunks, 1));
+        EXIT WHEN expected < max_rows;
+        first := j;
+    END LOOP;
+    first := least(tiers, first + 1);
+    IF coalesce(cardinality(read), 0) > 0 THEN
+        base := base && (!! (SELECT string_agg(r::text, ' | ')::tsquery FROM unnest(read) r));
+    END IF;
+    FOR k IN REVERSE first..0 LOOP
+        EXIT WHEN max_rows <= 0;
+        tier := base;
+        FOR j IN 1..k LOOP
+            tier := tier && others[j];
+        END LOOP;
+        IF k < first THEN
+            tier := tier && (!! others[k + 1]);
+        END IF;
+        RETURN QUERY EXECUTE format(
+            'SELECT g.i, c.id, c.collection_id, c.document_id'
+            ' FROM (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
+            '       WHERE c.tsv @@ %L::tsquery %s LIMIT %s) c,'
+            '      unnest(%L::bigint[]) AS g(i)',
+            tier, pgrag.in_collections('c', collection_ids), max_rows,
+            ordinal || other_ordinals[1:k]);
+        GET DIAGNOSTICS got = ROW_COUNT;
+        max_rows := max_rows - got / (k + 1);
+    END LOOP;
 END
 $$;
 

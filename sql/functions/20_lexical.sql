@@ -7,28 +7,29 @@
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
 --   k1, b, candidate_budget, rescore_size: pgrag.fusion_defaults() unless the caller names them
 --   N, df    over the collections searched: those the search names, else every collection
---            the caller can read (pgrag.chunk_count_estimate). For some collections both
---            come from the sums the writers keep exact per collection (migration 0023,
---            25_bm25_sums.sql): no frequency is counted from the postings, and a search
---            of one collection, by a scoped key or an unscoped caller, ranks as if it were
---            alone in the database. For every collection, df is counted for the terms that
---            generate candidates; for very common terms (those beyond the candidate budget)
---            it is ANALYZE's table-wide lexeme frequency times N (pgrag.bm25_terms).
+--            the caller can read (pgrag.chunk_count_estimate). df comes from the sums the
+--            writers keep exact per collection (migration 0023, 25_bm25_sums.sql), summed
+--            over the collections searched (all of them for an unrestricted caller); N from
+--            the same sums, or the planner's estimate over every collection on one server.
+--            No frequency is counted from the postings, and a search of one collection, by
+--            a scoped key or an unscoped caller, ranks as if it were alone in the database.
 --
 -- Candidates, in two passes so that a query costs about a microsecond per posting and not
--- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give
--- their exact df and a presence score sum(idf) per chunk in scope; (2) the rescore_size best
--- by presence get the full BM25 above with every query term. Generating terms are those
--- rarer than any lexeme ANALYZE tracks, plus common ones (rarest first) while their
--- estimated postings stay within candidate_budget: chunks holding only the commonest terms
--- score little under BM25. The budget bounds the work, not the hits: while fewer than
+-- a tsvector read per matching chunk: (1) the GIN postings of the generating terms give a
+-- presence score sum(idf) per chunk in scope; (2) the rescore_size best by presence get the
+-- full BM25 above with every query term. Generating terms are the rarest (by exact df)
+-- while their postings stay within candidate_budget: chunks holding only the commonest
+-- terms score little under BM25. The budget bounds the work, not the hits: while fewer than
 -- pool_size chunks of the collections searched hold a generating term, the next rarest
--- term generates too (pgrag.bm25_pool_candidates). Else a rare term followed by terms past
--- the budget leaves a pool of the rare term's few chunks, and a scoped key (budget spent by
--- exact df) and an unrestricted caller (a term ANALYZE does not track always generates)
--- find different numbers of hits. When the scope (collections, filters) or a phrase/negation
--- query leaves fewer than pool_size candidates, the other chunks in scope that match the
--- query are scored too (pgrag.lexical_fallback_in, planned with the literal filters).
+-- term generates too (pgrag.bm25_pool_candidates); else a rare term followed by terms past
+-- the budget leaves a pool of the rare term's few chunks. Such a term, or a rarest term,
+-- in more than candidate_budget chunks is capped (pgrag.capped_postings): only that many
+-- of its chunks are read, those holding the most other query terms first, so the heap rows
+-- a search reads do not grow with the table (a row costs ~6 us, a posting in the GIN index
+-- ~0.2-0.4 us, at 300,000 chunks). When the scope (collections, filters) or a
+-- phrase/negation query leaves fewer than pool_size candidates, the other chunks in scope
+-- that match the query are scored too (pgrag.lexical_fallback_in, planned with the
+-- literal filters).
 --
 -- proximity: which of a document's chunks holds the query's words closest together, for
 -- the fusion (the BM25 score ignores it): pgrag.bm25_proximity.
@@ -140,62 +141,37 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE ARRAY(SELECT unnest(collection_ids) INTERSECT SELECT unnest(readable)) END
 $$;
 
--- The query's terms, numbered rarest first, with their df and whether their postings
--- generate candidates. For some collections (searched), df is theirs, exact, from the
--- sums the writers keep (pgrag.bm25_term_df; `exact`); a term none of their chunks holds
--- generates nothing. Otherwise it is ANALYZE's estimate (NULL: rarer than any lexeme it
--- tracks), or counted from the postings of the generating terms. ANALYZE's frequencies are
--- table-wide, so only an unrestricted caller (table_stats) ranks terms by them, spending
--- the candidate budget on a term's postings table-wide (the GIN index does not know the
--- collections); a scoped caller ranks and spends it by the collections' own df. The
--- least_terms rarest generate whatever their cost.
+-- The query's terms, numbered rarest first, with their df in the collections searched
+-- (every collection when NULL), exact, from the sums the writers keep (pgrag.bm25_term_df),
+-- and whether their postings generate candidates: those of the rarest terms while their
+-- postings stay within candidate_budget, and the least_terms rarest whatever their cost.
+-- A term none of those chunks holds generates nothing. A generating term holding more than
+-- candidate_budget chunks is capped: at most candidate_budget of its chunks are read, those
+-- holding the most other query terms first (pgrag.capped_postings), so that the rows read
+-- per search do not grow with the collection.
 CREATE OR REPLACE FUNCTION pgrag.bm25_terms(
-    tsq tsquery, searched bigint[], chunks float8, table_stats boolean, candidate_budget float8,
-    least_terms bigint
-) RETURNS TABLE (i bigint, term tsquery, lexeme text, est_df float8, exact boolean,
-                 generates boolean)
+    tsq tsquery, searched bigint[], candidate_budget float8, least_terms bigint
+) RETURNS TABLE (i bigint, term tsquery, lexeme text, df float8, generates boolean,
+                 capped boolean)
 LANGUAGE sql STABLE ROWS 10 AS $$
     WITH query_terms AS MATERIALIZED (SELECT t.* FROM pgrag.query_terms(tsq) t),
     kept AS MATERIALIZED (
         SELECT k.* FROM pgrag.bm25_term_df(
             collection_ids => searched, lexemes => ARRAY(SELECT qt.lexeme FROM query_terms qt)) k
     ),
-    tracked AS MATERIALIZED (
-        SELECT f.lexeme, f.freq
-        FROM pg_stats s,
-             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs::float8[])
-                 AS f(lexeme, freq)
-        WHERE s.schemaname = 'pgrag' AND s.tablename = 'chunks' AND s.attname = 'tsv'
-          AND NOT s.inherited
-          AND f.lexeme IN (SELECT qt.lexeme FROM query_terms qt)
-          AND table_stats
-    ),
-    table_chunks AS (
-        SELECT CASE WHEN searched IS NULL THEN chunks
-                    WHEN EXISTS (SELECT 1 FROM tracked) THEN pgrag.chunk_count_estimate() END
-                   AS n
-    ),
-    weighed AS (
-        SELECT qt.term, qt.lexeme, tr.freq IS NULL AS untracked,
-               CASE WHEN searched IS NOT NULL THEN coalesce(k.df, 0)
-                    ELSE tr.freq * chunks END AS est_df,
-               CASE WHEN table_stats THEN coalesce(tr.freq * tc.n, 0)
-                    ELSE coalesce(k.df, 0) END AS cost
-        FROM query_terms qt CROSS JOIN table_chunks tc
-        LEFT JOIN tracked tr ON tr.lexeme = qt.lexeme
-        LEFT JOIN kept k ON k.lexeme = qt.lexeme
-    ),
     rarest_first AS (
-        SELECT w.*, row_number() OVER o AS i, sum(w.cost) OVER o AS postings
-        FROM weighed w
-        WINDOW o AS (ORDER BY w.cost, w.lexeme)
+        SELECT qt.term, qt.lexeme, coalesce(k.df, 0) AS df,
+               row_number() OVER o AS i, sum(coalesce(k.df, 0)) OVER o AS postings
+        FROM query_terms qt LEFT JOIN kept k ON k.lexeme = qt.lexeme
+        WINDOW o AS (ORDER BY coalesce(k.df, 0), qt.lexeme)
+    ),
+    generating AS (
+        SELECT r.*, r.df > 0 AND (r.i <= least_terms OR r.postings <= candidate_budget) AS gen
+        FROM rarest_first r
     )
-    SELECT r.i, r.term, r.lexeme, r.est_df, searched IS NOT NULL,
-           (searched IS NULL OR r.est_df > 0)
-           AND ((table_stats AND r.untracked) OR r.i <= least_terms
-                OR r.postings <= candidate_budget)
-    FROM rarest_first r
-    ORDER BY r.i
+    SELECT g.i, g.term, g.lexeme, g.df, g.gen, g.gen AND g.df > candidate_budget
+    FROM generating g
+    ORDER BY g.i
 $$;
 
 -- Chunks by id (in the collections of the scope) with their length and each term's
@@ -271,37 +247,49 @@ LANGUAGE sql STABLE ROWS 100 AS $$
     FROM closeness c
 $$;
 
--- Pass 1: the postings of the generating terms in the collections searched give each term's
--- df (so its idf) and each chunk holding one a presence score, the sum of their idf; the
--- best `top` by presence in scope (collections, filters) are the candidates. One row: the
--- query's terms, lexemes and idf (numbered rarest first: pgrag.bm25_terms), the candidates'
--- ids, how many chunks hold a generating term in the collections searched, and the first
--- term that could generate more but does not (NULL: none).
+-- Pass 1: the postings of the generating terms in the collections searched give each chunk
+-- holding one a presence score, the sum of their idf (for a capped term's chunks, of every
+-- query term its tier shows they hold: pgrag.capped_postings); the best `top` by presence in
+-- scope (collections, filters) are the candidates. One row: the query's terms, lexemes and
+-- idf (numbered rarest first: pgrag.bm25_terms), the candidates' ids, how many chunks hold a
+-- generating term in the collections searched (those read, plus each capped term's chunks
+-- past the budget: more than were read whenever a term was capped, so that the fallback
+-- still runs for a scope left short), and the first term that could generate more but does
+-- not (NULL: none).
 CREATE OR REPLACE FUNCTION pgrag.bm25_candidates(
-    tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
-    candidate_budget float8, collection_ids bigint[], filters jsonb, top int, least_terms bigint
+    tsq tsquery, searched bigint[], chunks float8, candidate_budget float8,
+    collection_ids bigint[], filters jsonb, top int, least_terms bigint
 ) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint,
                  next_term bigint)
 LANGUAGE sql STABLE AS $$
     WITH query_terms AS MATERIALIZED (
-        SELECT * FROM pgrag.bm25_terms(tsq => tsq, searched => searched, chunks => chunks,
-                                       table_stats => table_stats,
+        SELECT * FROM pgrag.bm25_terms(tsq => tsq, searched => searched,
                                        candidate_budget => candidate_budget,
                                        least_terms => least_terms)
     ),
     postings AS MATERIALIZED (
         SELECT p.* FROM pgrag.term_postings(
-            terms => ARRAY(SELECT t.term FROM query_terms t WHERE t.generates ORDER BY t.i),
-            ordinals => ARRAY(SELECT t.i FROM query_terms t WHERE t.generates ORDER BY t.i),
+            terms => ARRAY(SELECT t.term FROM query_terms t
+                           WHERE t.generates AND NOT t.capped ORDER BY t.i),
+            ordinals => ARRAY(SELECT t.i FROM query_terms t
+                              WHERE t.generates AND NOT t.capped ORDER BY t.i),
             collection_ids => searched) p
+        UNION ALL
+        SELECT p.* FROM query_terms c, LATERAL pgrag.capped_postings(
+            term => c.term, ordinal => c.i, df => c.df,
+            others => ARRAY(SELECT o.term FROM query_terms o WHERE o.i > c.i AND o.df > 0
+                            ORDER BY o.i),
+            other_ordinals => ARRAY(SELECT o.i FROM query_terms o WHERE o.i > c.i AND o.df > 0
+                                    ORDER BY o.i),
+            other_df => ARRAY(SELECT o.df FROM query_terms o WHERE o.i > c.i AND o.df > 0
+                              ORDER BY o.i),
+            read => ARRAY(SELECT r.term FROM query_terms r WHERE r.generates AND r.i < c.i),
+            chunks => chunks, collection_ids => searched, max_rows => candidate_budget::int) p
+        WHERE c.capped
     ),
-    counted_df AS (SELECT p.i, count(*)::float8 AS df FROM postings p GROUP BY p.i),
     term_idf AS MATERIALIZED (
-        SELECT t.i, t.term, t.lexeme,
-               pgrag.bm25_idf(n => chunks, df => CASE WHEN t.exact THEN t.est_df
-                                                      WHEN t.generates THEN coalesce(d.df, 0)
-                                                      ELSE least(t.est_df, chunks) END) AS idf
-        FROM query_terms t LEFT JOIN counted_df d ON d.i = t.i
+        SELECT t.i, t.term, t.lexeme, pgrag.bm25_idf(n => chunks, df => t.df) AS idf
+        FROM query_terms t
     ),
     presence AS MATERIALIZED (
         SELECT p.id, p.collection_id, p.document_id, sum(ti.idf) AS presence
@@ -319,17 +307,18 @@ LANGUAGE sql STABLE AS $$
            (SELECT array_agg(t.lexeme ORDER BY t.i) FROM term_idf t),
            (SELECT array_agg(t.idf ORDER BY t.i) FROM term_idf t),
            ARRAY(SELECT s.id FROM in_scope s ORDER BY s.presence DESC, s.id LIMIT top),
-           (SELECT count(*) FROM presence),
-           (SELECT min(t.i) FROM query_terms t
-            WHERE NOT t.generates AND (searched IS NULL OR t.est_df > 0))
+           (SELECT count(*) FROM presence)
+           + (SELECT coalesce(sum(t.df - candidate_budget), 0)::bigint FROM query_terms t
+              WHERE t.capped),
+           (SELECT min(t.i) FROM query_terms t WHERE NOT t.generates AND t.df > 0)
 $$;
 
 -- Pass 1 with enough candidates: the generating terms of pgrag.bm25_candidates, and the
 -- next rarest ones while fewer than pool_size chunks of the collections searched hold one
 -- (the candidate budget bounds the work, not the number of hits). Usually one call.
 CREATE OR REPLACE FUNCTION pgrag.bm25_pool_candidates(
-    tsq tsquery, searched bigint[], chunks float8, table_stats boolean,
-    candidate_budget float8, collection_ids bigint[], filters jsonb, top int, pool_size int
+    tsq tsquery, searched bigint[], chunks float8, candidate_budget float8,
+    collection_ids bigint[], filters jsonb, top int, pool_size int
 ) RETURNS TABLE (terms tsquery[], lexemes text[], idf float8[], ids bigint[], found bigint)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -339,7 +328,7 @@ BEGIN
     LOOP
         SELECT * INTO pass1
         FROM pgrag.bm25_candidates(
-            tsq => tsq, searched => searched, chunks => chunks, table_stats => table_stats,
+            tsq => tsq, searched => searched, chunks => chunks,
             candidate_budget => candidate_budget, collection_ids => collection_ids,
             filters => filters, top => top, least_terms => least_terms);
         EXIT WHEN pass1.found >= pool_size OR pass1.next_term IS NULL;
@@ -400,9 +389,9 @@ BEGIN
     END IF;
     SELECT * INTO pass1
     FROM pgrag.bm25_pool_candidates(
-        tsq => tsq, searched => searched, chunks => chunks, table_stats => readable IS NULL,
-        candidate_budget => candidate_budget, collection_ids => collection_ids,
-        filters => filters, top => greatest(rescore_size, pool_size), pool_size => pool_size);
+        tsq => tsq, searched => searched, chunks => chunks, candidate_budget => candidate_budget,
+        collection_ids => collection_ids, filters => filters,
+        top => greatest(rescore_size, pool_size), pool_size => pool_size);
     RETURN QUERY
     -- pass 2: the candidates get every term ranked
     WITH rescored AS MATERIALIZED (

@@ -11,8 +11,8 @@ SELECT d.lexeme, d.df
 FROM pgrag.bm25_term_df(ARRAY(SELECT id FROM pgrag.collections),
                         ARRAY['tea', 'water', 'boil', 'zebra']) d
 ORDER BY d.lexeme;
--- Every collection (NULL) or none: nothing read from the sums.
-SELECT count(*) FROM pgrag.bm25_term_df(NULL, ARRAY['tea']);
+-- Every collection (NULL): the same sums, summed over the collections; none: nothing.
+SELECT d.df FROM pgrag.bm25_term_df(NULL, ARRAY['tea']) d;
 SELECT count(*) FROM pgrag.bm25_term_df('{}', ARRAY['tea']);
 -- A delete and an in-place rewrite append signed rows; the stored sums still equal a count.
 DELETE FROM pgrag.chunks WHERE ordinal = 2;
