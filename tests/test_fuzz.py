@@ -342,6 +342,7 @@ def test_pgrag_error_codes_are_the_stable_set() -> None:
         "DB_ERROR",
         "UPSTREAM_ERROR",
         "TIMEOUT",
+        "RATE_LIMITED",
         "INTERNAL",
         # an ingested file's error_code
         "SYMLINK_OUTSIDE_ROOT",
