@@ -58,6 +58,17 @@ async def _until_ready(server: HttpServer, document_id: str, timeout: float = 60
     return False
 
 
+async def settled(events: dict[str, list[Any]], quiet_s: float = 2.0) -> None:
+    """Wait until no client has been told anything for `quiet_s` (the relay debounces 0.5 s)."""
+    counts = {n: len(e) for n, e in events.items()}
+    while True:
+        await asyncio.sleep(quiet_s)
+        now = {n: len(e) for n, e in events.items()}
+        if now == counts:
+            return
+        counts = now
+
+
 async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
     folder = tmp / "notes"
     folder.mkdir()
@@ -94,6 +105,9 @@ async def two_servers_relay_every_change(url: str, tmp: Path) -> None:
                     logs = {x: (tmp / f"{x.lower()}.log").read_text()[-3000:] for x in servers}
                     assert arrived, f"the client of {n} was not told: {events}; logs: {logs}"
                     assert all(isinstance(x, ResourcesListChanged) for x in e), e
+                # a change may come in bursts (two files finishing apart), each announced:
+                # the next change counts from the last of them, not from one still to come
+                await settled(events)
 
             # 1. the CLI ingests two files: both processes relay it and list them
             async def cli_ingest() -> None:
