@@ -103,12 +103,23 @@ def recipes(conn: psycopg.Connection, collection: str) -> dict[str, str]:
 
 
 def measure_peers(
-    conn: psycopg.Connection, collection: str, queries: list[str], vectors: np.ndarray
+    conn: psycopg.Connection,
+    collection: str,
+    queries: list[str],
+    vectors: np.ndarray,
+    ef_search: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """p50/p95 of each recipe over the queries (10 results, after 5 warm-up queries), its
-    mean hits, the indexes its plan reads and how often its keyword leg matches at all."""
+    mean hits, the indexes its plan reads and how often its keyword leg matches at all; at
+    pgvector's default hnsw.ef_search, and again at `ef_search` (pgrag's, for a like-for-like
+    semantic leg) as `NAME@ef_search=N`."""
     out: dict[str, dict[str, Any]] = {}
-    for name, sql in recipes(conn, collection).items():
+    runs = [(name, sql, None) for name, sql in recipes(conn, collection).items()]
+    if ef_search is not None:
+        runs += [(f"{name}@ef_search={ef_search}", sql, ef_search) for name, sql, _ in runs]
+    for label, sql, ef in runs:
+        conn.execute("RESET hnsw.ef_search" if ef is None else f"SET hnsw.ef_search = {ef:d}")
+        name = label.split("@")[0]
         params = [
             {"query": q, "embedding": v, "match_count": 10}
             for q, v in zip(queries, vectors, strict=True)
@@ -124,14 +135,15 @@ def measure_peers(
             seconds.append(time.perf_counter() - t)
             hits.append(len(rows))
         matches = [_keyword_matches(conn, name, q) for q in queries]
-        out[name] = {
+        out[label] = {
             **support.percentiles_ms(seconds),
             "mean_hits": round(float(np.mean(hits)), 1),
             "plan_indexes": sorted(set(_index_names(plan))),
             "queries_with_keyword_matches": sum(m > 0 for m in matches),
             f"keyword_matches_mean_capped_{MATCH_CAP}": round(float(np.mean(matches)), 1),
         }
-        print(f"   {name:<20} {out[name]}", flush=True)
+        print(f"   {label:<20} {out[label]}", flush=True)
+    conn.execute("RESET hnsw.ef_search")
     return out
 
 

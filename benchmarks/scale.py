@@ -234,7 +234,8 @@ def run(
         with scale_probes.ServerMemory(conn) as memory:
             result["latency_ms"] = measure(conn, queries, qvec)
             save(args, result)
-            result["peers_latency_ms"] = _probe(measure_peers, conn, "scale", queries, qvec)
+            ef = conn.execute(scale_probes.SHIPPED_EF_SQL, ("scale",)).fetchone()[0]
+            result["peers_latency_ms"] = _probe(measure_peers, conn, "scale", queries, qvec, ef)
         result["server_memory_during_latency"] = memory.result()
         print(f"   memory {result['server_memory_during_latency']}", flush=True)
         save(args, result)

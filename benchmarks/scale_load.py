@@ -29,6 +29,7 @@ DOCUMENTS_COPY = (
     " progress) FROM STDIN"
 )
 INDEX_DEF_SQL = "SELECT pg_get_indexdef(%s::regclass)"
+RELOPTIONS_SQL = "SELECT reloptions FROM pg_class WHERE oid = %s::regclass"
 
 
 def maintenance_work_mem(chunks: int) -> str:
@@ -106,7 +107,9 @@ def _build_indexes(
             builds[name] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
         conn.execute("SELECT pgrag.ensure_embedding_index(%s)", (set_id,))
-        builds[f"{hnsw} (HNSW m=16, ef_construction=64)"] = round(time.perf_counter() - t, 1)
+        seconds = round(time.perf_counter() - t, 1)
+        options = conn.execute(RELOPTIONS_SQL, (f"pgrag.{hnsw}",)).fetchone()[0]
+        builds[f"{hnsw} (HNSW {', '.join(options)})"] = seconds
     in_memory = not any("no longer fits" in n for n in notices)
     return {
         "index_build_s": builds,
