@@ -88,7 +88,7 @@ def measure(
     conn: psycopg.Connection, queries: list[str], vectors: np.ndarray
 ) -> dict[str, dict[str, Any]]:
     """p50/p95 SQL latency per mode, without and with a folder filter (~1% of chunks); and
-    keyword and hybrid naming the collection (all the chunks here): BM25 then takes the
+    each mode naming the collection (all the chunks here): BM25 then takes the
     statistics of the collections searched from the per-collection sums the writers keep
     (migration 0023); and the same as a key limited to the collection (pgrag.enter_scope in
     each search's transaction), which reads the same sums."""
@@ -103,8 +103,8 @@ def measure(
         ("scoped_key", {}, [cid]),
     ):
         for mode, (lw, sw) in MODES.items():
-            if collections and mode in ("semantic", "hybrid_noprox"):
-                continue  # the lexical leg's statistics are what this row measures
+            if collections and mode == "hybrid_noprox":
+                continue
             params = [
                 {
                     "query": q if lw else None,

@@ -67,7 +67,7 @@ def _targets(a: dict[str, Any], b: dict[str, Any], small: str, large: str) -> li
         )
     for label, run in ((small, a), (large, b)):
         lat = run.get("latency_ms", {})
-        for mode in ("keyword", "hybrid"):
+        for mode in ("keyword", "semantic", "hybrid"):
             key, named = lat.get(f"{mode}/scoped_key"), lat.get(f"{mode}/collection")
             if key and named:
                 out.append(
