@@ -26,13 +26,16 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.5  # one notification per burst of document writes
 MAX_SESSIONS = 1000
+# a session whose client stopped reading must not hold up the others or the next change
+SEND_TIMEOUT_S = 5.0
 
 
 class ChangeRelay:
-    def __init__(self) -> None:
+    def __init__(self, send_timeout_s: float = SEND_TIMEOUT_S) -> None:
         # strong references: the SDK hands out session objects that nothing else keeps;
-        # a session that fails to take a notification is dropped
+        # a session that fails to take a notification in time is dropped
         self.sessions: dict[int, Any] = {}
+        self.send_timeout_s = send_timeout_s
         self.bus: Any = None
         self.notified = 0
         self._state: tuple[int, int] | None = None  # documents_state when last announced
@@ -49,11 +52,23 @@ class ChangeRelay:
         log.info("documents changed: notifying %d session(s)", len(self.sessions))
         if self.bus is not None:
             await self.bus.publish(ResourcesListChanged())
-        for key, session in list(self.sessions.items()):
-            try:
-                await session.send_resource_list_changed()
-            except Exception:  # a closed session: forget it
+        sessions = list(self.sessions.items())
+        delivered = await asyncio.gather(*(self._send(s) for _, s in sessions))
+        for (key, _), ok in zip(sessions, delivered, strict=True):
+            if not ok:
                 self.sessions.pop(key, None)
+
+    async def _send(self, session: Any) -> bool:
+        """Whether the session took the notification in time (a closed one fails at once)."""
+        try:
+            async with asyncio.timeout(self.send_timeout_s):
+                await session.send_resource_list_changed()
+        except TimeoutError:
+            log.info("a session took no notification within %g s: forgotten", self.send_timeout_s)
+            return False
+        except Exception:
+            return False
+        return True
 
     async def listen(self, dsn: str) -> None:
         """LISTEN until cancelled; reconnect when the database goes away."""
