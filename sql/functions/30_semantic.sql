@@ -63,7 +63,7 @@ $$;
 -- synthetic SciFact corpus of benchmarks/scale.py, recall@10 against exact search at
 -- ef_search 100: 0.945 at 100k chunks, 0.755 at 1M), so it grows with the square root of
 -- the set, 20 per sqrt(1,000 rows): 100 up to 25k rows, 200 at 100k, 633 at 1M (recall@10
--- 0.985 and 0.975 with ef_construction 128, 0.977 and 0.942 with an index built at 64:
+-- 0.985 and 0.975-0.982 with ef_construction 128, 0.977 and 0.942 with an index built at 64:
 -- benchmarks/README.md, "100,000 to 1,000,000 chunks"); at least pool_size, at most
 -- pgvector's 1,000.
 CREATE OR REPLACE FUNCTION pgrag.hnsw_ef_search(pool_size int, set_rows numeric)
