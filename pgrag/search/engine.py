@@ -35,7 +35,7 @@ from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import ContentMode, Explain, SearchData, SearchHit, SearchRequest
-from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.modes import ModeSpec
 from pgrag.search.options import FusionParams, load_fusion
 from pgrag.search.parts import logged_parts
 from pgrag.search.ranking import RankInput, rank
@@ -177,7 +177,7 @@ class SearchService:
                 if not lexical_ok:
                     raise upstream
                 degraded.append("semantic")
-            if not lexical_ok and embedding is None and spec.ranker is Ranker.FUSION:
+            if not lexical_ok and embedding is None and not spec.pattern:
                 raise InvalidArgument(
                     "the query has no searchable words (only stop words or symbols) and no "
                     "embedding: add meaningful words, or use mode='regex' for patterns"

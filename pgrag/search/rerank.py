@@ -23,7 +23,6 @@ from psycopg.types.json import Jsonb
 from pgrag.embeddings.remote import import_litellm
 from pgrag.metrics import observe_rerank
 from pgrag.search import sql
-from pgrag.search.modes import Ranker
 from pgrag.search.options import FusionParams
 from pgrag.search.ranking import RankInput, rank
 from pgrag.settings import Settings
@@ -189,7 +188,7 @@ class Reranker:
 
     def applies(self, q: RankInput) -> bool:
         """Asked for, a mode ranked by relevance, and a page that starts among the candidates."""
-        return q.req.rerank and q.spec.ranker is not Ranker.REGEX and q.offset < self.config.top_n
+        return q.req.rerank and q.spec.rerankable and q.offset < self.config.top_n
 
     async def candidates(
         self, conn: psycopg.AsyncConnection, fusion: FusionParams, q: RankInput
