@@ -1,22 +1,31 @@
-"""The README's promises: the configuration table and the CI command match the code."""
+"""The README's promises and the configuration page: the generated settings table, the
+CI command and the quick start match the code."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from pgrag.settings_table import configuration_table
+from pgrag.settings_table import END, PAGE, START, configuration_table, with_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_configuration_table_is_generated_from_settings() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", readme, re.S)
-    assert m, "README lost its configuration table markers"
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", page, re.S)
+    assert m, "docs/configuration.md lost its configuration table markers"
     assert m.group(1).strip() == configuration_table().strip(), (
-        "README configuration table drifted: regenerate it with `python -m pgrag.settings_table`"
+        "configuration table drifted: regenerate it with `python -m pgrag.settings_table`"
     )
+
+
+def test_the_generator_rewrites_only_the_table() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    head, _, rest = page.partition(START)
+    tail = rest.partition(END)[2]
+    stale = f"{head}{START}\n| a stale row |\n{END}{tail}"
+    assert with_table(stale) == f"{head}{START}\n{configuration_table()}\n{END}{tail}"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
