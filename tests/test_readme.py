@@ -42,3 +42,34 @@ def test_quick_start_uses_the_shipped_sample_folder() -> None:
     first = re.findall(r"```bash\n(.*?)\n```", readme, re.S)[0]
     assert "pgrag ingest examples/sample" in first
     assert any((ROOT / "examples" / "sample").iterdir())
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_docs_close_their_code_blocks_and_their_links_resolve() -> None:
+    pages = [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "benchmarks").rglob("*.md"),
+    ]
+    broken = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        fences = [ln for ln in text.splitlines() if ln.startswith("```")]
+        assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)} leaves a code block open"
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for link in re.findall(r"\]\(([^)\s]+)\)", prose):
+            path, _, fragment = link.partition("#")
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {link}")
+            elif fragment and target.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", target.read_text(encoding="utf-8"), re.M)
+                if fragment not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.relative_to(ROOT)}: {link}")
+    assert not broken, broken
