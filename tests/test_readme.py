@@ -73,3 +73,23 @@ def test_the_docs_close_their_code_blocks_and_their_links_resolve() -> None:
                 if fragment not in {_anchor(h) for h in headings}:
                     broken.append(f"{page.relative_to(ROOT)}: {link}")
     assert not broken, broken
+
+
+def test_every_guarantee_names_tests_that_exist() -> None:
+    page = (ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    promises = page.count("\n### ")
+    assert promises >= 40 and len(re.findall(r"`tests/[\w/]+\.(?:py|sql)", page)) >= promises
+    pages = [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "benchmarks").rglob("*.md"),
+    ]
+    for doc in pages:
+        text = doc.read_text(encoding="utf-8")
+        for path in re.findall(r"`(tests/[\w/]+\.(?:py|sql))", text):
+            assert (ROOT / path).exists(), f"{doc.relative_to(ROOT)} names {path}, which is gone"
+        for name, function in re.findall(r"`(?:tests/)?(test_\w+\.py)::(\w+)`", text):
+            source = (ROOT / "tests" / name).read_text(encoding="utf-8")
+            assert re.search(rf"def {function}\(", source), (
+                f"{doc.relative_to(ROOT)}: tests/{name} has no {function}"
+            )
