@@ -20,7 +20,7 @@ from pgrag.http.app import create_app
 from pgrag.mcp.server import build_server
 from pgrag.search.flat import FILTER_FIELDS, FLAT_FIELDS, REQUEST_FIELDS, flat_values, from_flat
 from pgrag.search.models import SearchFilters, SearchRequest
-from pgrag.search.modes import DISTINCT_MODES, MODES, MODES_HELP, Ranker
+from pgrag.search.modes import DISTINCT_MODES, MODES, MODES_HELP, Ranker, modes_table
 from pgrag.search.ranking import RANKERS
 from pgrag.settings import load_settings
 
@@ -95,3 +95,11 @@ def test_the_mode_table_dispatches_and_says_what_reranks_and_replays() -> None:
         if by_ranker.search(line)
     ]
     assert found == []
+
+
+def test_the_docs_show_the_mode_table() -> None:
+    page = (PGRAG.parent / "docs" / "ranking.md").read_text(encoding="utf-8")
+    start, end = "<!-- modes-table:start -->\n", "\n<!-- modes-table:end -->"
+    assert page.split(start, 1)[1].split(end, 1)[0] == modes_table(), (
+        "docs/ranking.md's mode table drifted: `python -m pgrag.search.modes` prints it"
+    )

@@ -88,3 +88,20 @@ MODES_HELP = "; ".join(
 
 def mode_spec(mode: SearchMode | str) -> ModeSpec:
     return MODES[SearchMode(mode)]
+
+
+def modes_table() -> str:
+    """The modes as docs/ranking.md shows them (`python -m pgrag.search.modes` prints it)."""
+    lines = ["| mode | legs | ranked by | reranked | finds |", "|---|---|---|---|---|"]
+    for m, s in MODES.items():
+        if s.name is not m:
+            continue
+        names = " or ".join(f"`{a.value}`" for a, o in MODES.items() if o is s)
+        legs = " + ".join(leg for leg, on in (("BM25", s.lexical), ("cosine", s.semantic)) if on)
+        rerank = "yes" if s.rerankable else "no"
+        lines.append(f"| {names} | {legs or 'pattern'} | {s.score} | {rerank} | {s.description} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(modes_table())
