@@ -157,6 +157,10 @@ def as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
     return internal_error(trace_id)
 
 
+# the role this process works as (pgrag.db.database.prepare sets it): named in the fixes
+DATABASE_ROLE: list[str | None] = [None]
+
+
 # what a DBA must do when the database refuses pgrag's role something (SQLSTATE class 42501)
 PRIVILEGE_FIX = (
     "the schema's owner (or a DBA) runs `pgrag migrate --app-role {role}` to grant what pgrag "
@@ -170,10 +174,7 @@ def setup_error(exc: BaseException) -> DatabaseSetupError | None:
     if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return None
     reason = (exc.diag.message_primary or str(exc)).splitlines()[0][:200]
-    role = "<this role>"
-    conn = getattr(getattr(exc, "pgconn", None), "user", None)
-    if isinstance(conn, bytes):
-        role = conn.decode(errors="replace")
+    role = DATABASE_ROLE[0] or "<pgrag's role>"
     return DatabaseSetupError(
         f"the database refused role {role}: {reason}; " + PRIVILEGE_FIX.format(role=role),
         detail={"sqlstate": exc.sqlstate, "role": role},

@@ -55,8 +55,10 @@ async def schema_readable(conn: psycopg.AsyncConnection) -> bool:
     return bool(
         await scalar(
             conn,
-            "SELECT to_regclass('pgrag.schema_migrations') IS NOT NULL"
-            " AND has_table_privilege('pgrag.schema_migrations', 'SELECT')",
+            "SELECT CASE WHEN to_regnamespace('pgrag') IS NULL"
+            " OR NOT has_schema_privilege('pgrag', 'USAGE') THEN false"
+            " ELSE to_regclass('pgrag.schema_migrations') IS NOT NULL"
+            " AND has_table_privilege('pgrag.schema_migrations', 'SELECT') END",
         )
     )
 

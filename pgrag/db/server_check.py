@@ -16,7 +16,7 @@ import psycopg
 
 from pgrag.db.migrations import MIGRATION_LOCK_KEY
 from pgrag.db.one import scalar
-from pgrag.errors import DatabaseSetupError
+from pgrag.errors import DATABASE_ROLE, DatabaseSetupError
 
 MIN_SERVER_VERSION = 150000
 MIN_SERVER_TEXT = "15"
@@ -78,6 +78,7 @@ async def ensure_server_ready(conn: psycopg.AsyncConnection) -> ServerInfo:
     the version it would get is new enough)."""
     num = int(await scalar(conn, "SHOW server_version_num"))
     version = await scalar(conn, "SHOW server_version")
+    DATABASE_ROLE[0] = str(await scalar(conn, "SELECT current_user"))  # for the fixes' text
     if num < MIN_SERVER_VERSION:
         raise DatabaseSetupError(server_too_old_message(version))
     row = await (await conn.execute(AVAILABLE_VECTOR_SQL)).fetchone()

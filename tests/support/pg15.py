@@ -161,3 +161,45 @@ def pg15_server(bin_dir: Path = SYSTEM_BIN) -> Iterator[Pg15]:
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def drop_scoped_role(server: Pg15) -> None:
+    """Remove pgrag_scoped (cluster-wide) so the next test starts without it."""
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT datname FROM pg_database WHERE datallowconn AND datname <> 'template1'"
+            ).fetchall()
+        ]
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped'").fetchone():
+            return
+    for name in names:
+        with psycopg.connect(server.dsn(dbname=name), autocommit=True) as conn:
+            conn.execute("DROP OWNED BY pgrag_scoped")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("DROP ROLE pgrag_scoped")
+
+
+def pgrag_as(
+    dsn: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """The `pgrag` command with the DSN in PGRAG_DATABASE_URL (never on a command line)
+    and the hash embedder."""
+    from tests.support.commands import pgrag_cmd
+    from tests.support.kb_server import child_env
+
+    return subprocess.run(
+        pgrag_cmd("--embedding-model", "hash/384", *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(PGRAG_DATABASE_URL=dsn, **(env or {})),
+    )
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single line a refused command prints (no traceback, nothing else)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
