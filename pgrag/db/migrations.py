@@ -190,7 +190,7 @@ async def migrate(
         done = []
         for migration in (await status(conn)).pending:
             async with conn.transaction():
-                await conn.execute(migration.sql.encode())
+                await conn.execute(_runnable(migration).encode())
                 await conn.execute(
                     RECORD_SQL, (migration.version, migration.name, migration.checksum)
                 )
@@ -201,6 +201,14 @@ async def migrate(
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+
+def _runnable(migration: Migration) -> str:
+    """The text to run: 0001's own CREATE SCHEMA IF NOT EXISTS goes (the runner created the
+    schema or found it), as it would check CREATE on the database even when it exists."""
+    if migration.version == 1:
+        return migration.sql.replace("CREATE SCHEMA IF NOT EXISTS pgrag;", "", 1)
+    return migration.sql
 
 
 def _checksum_of(version: int) -> str:
