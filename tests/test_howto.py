@@ -6,6 +6,7 @@ and audited by that name)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -28,7 +29,7 @@ from pgrag.mcp.server import build_server
 from pgrag.mcp.toolsets import MODULES
 from pgrag.mcp.toolsets.core import HANDLERS
 from pgrag.mcp.toolsets.core.common import READ_ONLY, result
-from pgrag.search.modes import MODES, Ranker
+from pgrag.search.modes import MODES, ModeSpec, Ranker
 from pgrag.search.sql import __file__ as search_sql_file
 from pgrag.services import documents as docs
 from pgrag.settings import load_settings
@@ -70,6 +71,9 @@ def test_the_registry_table_lists_what_each_registry_holds() -> None:
     rows = _registry_rows()
     assert _listed(rows["parsers"][1]) == list(parsers._PARSERS)
     assert _listed(rows["search modes"][1]) == [m.value for m in MODES]
+    entry = EXTENDING.split("| search modes |", 1)[1].split("\n", 1)[0]
+    fields = re.search(r"ModeSpec\(([^)]*)\)", entry).group(1)  # type: ignore[union-attr]
+    assert _listed(fields) == [f.name for f in dataclasses.fields(ModeSpec)]
     assert _listed(rows["toolsets"][1]) == list(MODULES)
     assert _listed(rows["core tools"][1]) == [h.__name__ for h in HANDLERS]
     settings = load_settings(embedding_model="hash/8")
