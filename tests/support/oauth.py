@@ -66,6 +66,7 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
         "PGRAG_READ_ONLY": "false",
         "PGRAG_TOOLSETS": "core,write",
         "PGRAG_OAUTH_LOOPBACK_CLIENTS": "true",  # client ID documents served by the tests
+        "PGRAG_OAUTH_REGISTRATIONS_PER_HOUR": "1000",  # every test registers from 127.0.0.1
         **env,
     }
     with http_server(dsn, "--embedding-model", HASH_MODEL, env=settings) as server:
