@@ -22,12 +22,20 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pgrag.http.oauth.client_documents import last_refusal
-from pgrag.services.oauth_tokens import TooManyClients
 
 MAX_REGISTRATION_BYTES = 8 * 1024
 WINDOW_S = 3600
 MAX_TRACKED = 10_000  # addresses the budget remembers at once
 PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+
+
+class ClientCapReached(Exception):
+    """Raised through the SDK's registration handler to RegistrationGuard (a PgragError
+    would be answered by the REST error handlers in REST's shape first)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def client_address(scope: Scope) -> str:
@@ -99,7 +107,7 @@ class RegistrationGuard:
 
         try:
             await self.app(scope, replay, watch)
-        except TooManyClients as exc:
+        except ClientCapReached as exc:
             if started:
                 raise
             await _send_json(send, 429, _error(exc.message))

@@ -26,6 +26,7 @@ from pydantic import AnyUrl
 
 from pgrag.errors import InvalidArgument, PgragError
 from pgrag.http.oauth.client_documents import DocumentFetcher, is_document_id, refused
+from pgrag.http.oauth.endpoints import ClientCapReached
 from pgrag.http.oauth.gate import MCP_PATH
 from pgrag.services import oauth as decisions
 from pgrag.services.oauth import SCOPES
@@ -98,7 +99,10 @@ class PostgresProvider(
             if "redirect URI" in exc.message:
                 raise RegistrationError("invalid_redirect_uri", exc.message) from None
             raise RegistrationError("invalid_client_metadata", exc.message) from None
-        await self.grants.save_client(str(client_info.client_id), info)
+        try:
+            await self.grants.save_client(str(client_info.client_id), info)
+        except TooManyClients as exc:
+            raise ClientCapReached(exc.message) from None
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
