@@ -136,8 +136,8 @@ class Settings(BaseSettings):
     )
     oauth_loopback_clients: bool = Field(
         False,
-        description="accept OAuth client ID metadata documents over plain HTTP on loopback "
-        "(tests and local development; otherwise HTTPS only)",
+        description="accept OAuth client ID metadata documents from loopback hosts, plain "
+        "HTTP too (tests and local development; otherwise HTTPS from public hosts only)",
     )
     oauth_issuer: str | None = Field(
         None,
