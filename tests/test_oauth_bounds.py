@@ -15,8 +15,7 @@ import pytest
 
 from pgrag.services.oauth import MAX_PENDING
 from tests.support.kb_server import HttpServer
-from tests.support.oauth import REDIRECT, Flow, oauth_server, query_of
-from tests.test_oauth_ssrf import listener
+from tests.support.oauth import REDIRECT, Flow, listener, oauth_server, query_of
 
 pytest_plugins = ("tests.support.oauth_fixtures",)
 CAP = 10  # PGRAG_OAUTH_MAX_UNUSED_CLIENTS of the strict server

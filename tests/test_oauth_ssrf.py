@@ -5,16 +5,13 @@ connection goes to the address that was checked, the name kept in `Host`."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pgrag.http.oauth.client_documents import DocumentFetcher, RefusedDocument
-from tests.support.oauth import REDIRECT, json_server
+from tests.support.oauth import REDIRECT, json_server, listener
 
 pytestmark = pytest.mark.anyio
 SPELLINGS = [
@@ -33,33 +30,6 @@ SPELLINGS = [
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@contextlib.contextmanager
-def listener() -> Iterator[tuple[int, list[int]]]:
-    """A loopback TCP port that counts the connections it accepts (and closes them)."""
-    accepted: list[int] = []
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    sock.settimeout(0.2)
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                conn, _ = sock.accept()
-                accepted.append(1)
-                conn.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield sock.getsockname()[1], accepted
-    finally:
-        stop.set()
-        thread.join()
-        sock.close()
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
@@ -92,7 +62,8 @@ async def test_the_connection_goes_to_the_checked_address() -> None:
     """`client.test` exists only in this resolver: the fetch reaches the address the check
     passed (a later lookup could not rebind it), asking for the name in `Host`."""
     docs: dict[str, Any] = {}
-    with json_server(docs) as base:
+    hosts: list[str] = []
+    with json_server(docs, hosts) as base:
         port = base.rsplit(":", 1)[1]
         client_id = f"http://client.test:{port}/client.json"
         docs["/client.json"] = {
@@ -106,6 +77,7 @@ async def test_the_connection_goes_to_the_checked_address() -> None:
         )
         client = await fetcher.fetch(client_id)
     assert client.client_name == "Pinned"
+    assert hosts == [f"client.test:{port}"]
 
 
 async def test_a_slow_document_ends_at_the_deadline() -> None:

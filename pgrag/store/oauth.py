@@ -1,6 +1,6 @@
 """OAuth state in PostgreSQL (migration 0025): clients, pending authorization requests,
 grants and the codes and tokens issued under them. Secrets arrive here already hashed
-(pgrag.http.oauth.provider); a grant is the family every code and token of one consent
+(pgrag.services.oauth_tokens); a grant is the family every code and token of one consent
 belongs to, so revoking it ends them all."""
 
 from __future__ import annotations
