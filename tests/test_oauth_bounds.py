@@ -12,6 +12,7 @@ from typing import Any
 import httpx2
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from pgrag.services.oauth import MAX_PENDING
 from tests.support.kb_server import HttpServer
@@ -77,6 +78,19 @@ def test_safe_redirect_uris_are_accepted(oauth_http: HttpServer) -> None:
     ]
     r = register(oauth_http.base, registration(redirect_uris=uris))
     assert r.status_code == 201, r.text
+
+
+def test_an_unsafe_redirect_uri_stored_earlier_is_never_used(flow: Flow, oauth_dsn: str) -> None:
+    """A client registered before the rules (its URI written into the database here)."""
+    with psycopg.connect(oauth_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgrag.oauth_clients SET info = jsonb_set(info, '{redirect_uris}', %s)"
+            " WHERE client_id = %s",
+            (Jsonb([REDIRECT, "javascript:alert(1)"]), flow.client_id),
+        )
+    r = flow.authorize(redirect_uri="javascript:alert(1)")
+    assert r.status_code == 400 and "location" not in r.headers
+    assert "/console/oauth/consent" in flow.authorize().headers["location"]  # its safe one
 
 
 def _set_client_name(dsn: str, client_id: str, name: str) -> None:

@@ -48,6 +48,18 @@ def check_redirect_uri(uri: str) -> None:
         raise InvalidArgument("a redirect URI needs a host")
 
 
+def safe_redirect_uris(uris: list[str]) -> list[str]:
+    """The redirect URIs of a client stored before these rules that still pass them."""
+    kept = []
+    for uri in uris:
+        try:
+            check_redirect_uri(uri)
+        except InvalidArgument:
+            continue
+        kept.append(uri)
+    return kept
+
+
 def _check_value(field: str, value: Any) -> None:
     if isinstance(value, str):
         limit = MAX_NAME if field == "client_name" else MAX_FIELD

@@ -22,7 +22,7 @@ from mcp.server.auth.provider import (
     TokenError,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyUrl
+from pydantic import AnyUrl, ValidationError
 
 from pgrag.errors import InvalidArgument, PgragError
 from pgrag.http.oauth.client_documents import DocumentFetcher, is_document_id, refused
@@ -30,7 +30,7 @@ from pgrag.http.oauth.endpoints import ClientCapReached
 from pgrag.http.oauth.gate import MCP_PATH
 from pgrag.services import oauth as decisions
 from pgrag.services.oauth import SCOPES
-from pgrag.services.oauth_clients import check_metadata
+from pgrag.services.oauth_clients import check_metadata, safe_redirect_uris
 from pgrag.services.oauth_tokens import Grant, GrantStore, TooManyClients
 
 
@@ -89,7 +89,14 @@ class PostgresProvider(
                 return None
             return client
         info = await self.grants.client(client_id)
-        return OAuthClientInformationFull.model_validate(info) if info else None
+        if not info:
+            return None
+        # a client registered before the redirect rules keeps only the URIs that pass them
+        info["redirect_uris"] = safe_redirect_uris(list(info.get("redirect_uris") or []))
+        try:
+            return OAuthClientInformationFull.model_validate(info)
+        except ValidationError:  # none left
+            return None
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         info = _info(client_info)
