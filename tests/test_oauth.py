@@ -146,6 +146,27 @@ async def test_read_token_cannot_call_write_tools(oauth_http: HttpServer, flow: 
     assert error["code"] == "NOT_FOUND"  # past the scope check
 
 
+def test_read_token_cannot_call_write_tools_over_legacy_sse(
+    oauth_http: HttpServer, flow: Flow
+) -> None:
+    """POST /messages is refused before any session lookup: 403 with the challenge."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "delete_document", "arguments": {"document_id": "x"}},
+    }
+    url = oauth_http.base + "/messages/?session_id=" + "0" * 32
+    reader = flow.tokens(access="read")["access_token"]
+    r = httpx2.post(url, json=message, headers=bearer(reader))
+    assert r.status_code == 403
+    assert 'error="insufficient_scope"' in r.headers["www-authenticate"]
+    search = {**message, "params": {"name": "search", "arguments": {"query": "x"}}}
+    assert httpx2.post(url, json=search, headers=bearer(reader)).status_code != 403
+    writer = flow.tokens(access="write")["access_token"]
+    assert httpx2.post(url, json=message, headers=bearer(writer)).status_code != 403
+
+
 def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:
     tokens = flow.tokens(key=ADMIN_PASSWORD, collections=(BETA,))
     assert collections_found(flow.base, bearer(tokens["access_token"])) == {BETA}

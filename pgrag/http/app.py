@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from pgrag import __version__
 from pgrag.db.scope import ensure_scoping_possible
@@ -22,7 +22,7 @@ from pgrag.http.auth import BearerAuth, admin_keys, parse_api_keys
 from pgrag.http.errors import HTTP_STATUS, error_schemas, install_error_handlers
 from pgrag.http.host_guard import HostGuard, host_policy, is_loopback
 from pgrag.http.jsonrpc import QuietRejections
-from pgrag.http.mcp_mode import ResponseModeRouter, ScopeCheck
+from pgrag.http.mcp_mode import ResponseModeRouter, ScopeCheck, ScopeGate
 from pgrag.http.oauth.mount import oauth_gate
 from pgrag.http.routes import documents, ops, search
 from pgrag.mcp.notify import running_relay
@@ -131,6 +131,8 @@ def _mcp_transports(
     for route in sse.routes:  # GET /sse: a refused request is answered, not raised
         if isinstance(route, Route) and route.path == "/sse":
             route.app = QuietRejections(route.app)
+        elif isinstance(route, Mount) and scope_check is not None:  # POST /messages
+            route.app = ScopeGate(route.app, scope_check)
 
     @contextlib.asynccontextmanager
     async def run() -> AsyncIterator[None]:

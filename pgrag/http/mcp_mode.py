@@ -89,6 +89,23 @@ class ScopeCheck:
         return True
 
 
+class ScopeGate:
+    """The ScopeCheck in front of the legacy SSE transport's POST /messages."""
+
+    def __init__(self, app: ASGIApp, check: ScopeCheck) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or may_write():
+            await self.app(scope, receive, send)
+            return
+        messages, body, complete = await _peek_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
+        if complete and await self.check.refused(check_post(scope, body), send):
+            return
+        await self.app(scope, _replaying(messages, receive), send)
+
+
 async def _peek_body(receive: Receive, limit: int) -> tuple[list[Message], bytes, bool]:
     """The request's messages read so far, its body, and whether the body is whole."""
     messages: list[Message] = []
