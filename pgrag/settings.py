@@ -136,8 +136,8 @@ class Settings(BaseSettings):
     )
     oauth_loopback_clients: bool = Field(
         False,
-        description="accept OAuth client ID metadata documents over plain HTTP on loopback "
-        "(tests and local development; otherwise HTTPS only)",
+        description="accept OAuth client ID metadata documents from loopback hosts, plain "
+        "HTTP too (tests and local development; otherwise HTTPS from public hosts only)",
     )
     oauth_issuer: str | None = Field(
         None,
@@ -155,7 +155,19 @@ class Settings(BaseSettings):
         3600, ge=60, le=86400, description="seconds an OAuth access token lives"
     )
     oauth_refresh_ttl: int = Field(
-        30 * 86400, ge=3600, le=365 * 86400, description="seconds an OAuth refresh token lives"
+        30 * 86400,
+        ge=3600,
+        le=365 * 86400,
+        description="seconds an OAuth grant lives from its consent: refreshing never extends it",
+    )
+    oauth_registrations_per_hour: int = Field(
+        30, ge=1, le=100_000, description="OAuth client registrations one address may make an hour"
+    )
+    oauth_max_unused_clients: int = Field(
+        1000,
+        ge=10,
+        le=1_000_000,
+        description="OAuth clients not yet approved that are kept (each is forgotten after a day)",
     )
     search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
     regex_timeout_ms: int = Field(
