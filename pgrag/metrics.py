@@ -81,6 +81,10 @@ def outcome_of(exc: BaseException | None) -> str:
         return str(ErrorCode.TIMEOUT)
     import psycopg
 
+    from pgrag.errors import setup_error
+
+    if setup_error(exc) is not None:
+        return str(ErrorCode.DB_SETUP)
     return str(ErrorCode.DB_ERROR if isinstance(exc, psycopg.Error) else ErrorCode.INTERNAL)
 
 

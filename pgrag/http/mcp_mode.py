@@ -2,7 +2,7 @@
 
 Stateless Streamable HTTP may answer a POST with a JSON body or with an SSE stream. The
 stream costs the server a writer task and an event encoder per request, about a quarter of
-a search's server CPU (benchmarks/load.py), and carries nothing more unless the request
+a search's server CPU (benchmarks/load/load.py), and carries nothing more unless the request
 holds a progress token (params._meta.progressToken, read from the parsed message, and the
 client accepts a stream): only then can anything (progress notifications) come before the
 result. So such requests go to the streaming transport and every other POST to the JSON

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +35,11 @@ from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import ContentMode, Explain, SearchData, SearchHit, SearchRequest
-from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.modes import ModeSpec
 from pgrag.search.options import FusionParams, load_fusion
 from pgrag.search.parts import logged_parts
-from pgrag.search.ranking import RankInput
-from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
+from pgrag.search.ranking import RankInput, rank
+from pgrag.search.rerank import Reranker, RerankReport, note_rerank
 from pgrag.settings import REGEX_TIMEOUT_MS, Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
@@ -159,7 +160,8 @@ class SearchService:
         if spec.semantic:
             # before taking a pooled connection: the model may queue, the pool should not
             embedding, upstream = await self._embed(req.query, timings)
-        async with scoped_connection(self.pool, collection_scope) as conn:
+        async with AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(scoped_connection(self.pool, collection_scope))
             offset = 0
             if req.continuation_token:
                 state = (await self.codec(conn)).decode(req.continuation_token, "search", scope_fp)
@@ -175,7 +177,7 @@ class SearchService:
                 if not lexical_ok:
                     raise upstream
                 degraded.append("semantic")
-            if not lexical_ok and embedding is None and spec.ranker is Ranker.FUSION:
+            if not lexical_ok and embedding is None and not spec.pattern:
                 raise InvalidArgument(
                     "the query has no searchable words (only stop words or symbols) and no "
                     "embedding: add meaningful words, or use mode='regex' for patterns"
@@ -183,9 +185,17 @@ class SearchService:
             t = time.perf_counter()
             model, regex_ms = self.provider.model, self.regex_timeout_ms
             q = RankInput(req, spec, offset, collection_ids, embedding, lexical_ok, model, regex_ms)
-            params, rows, reranked = await ranked(
-                self.reranker, conn, await self.fusion_params(conn), q
-            )
+            fusion, reranked = await self.fusion_params(conn), None
+            if self.reranker is not None and self.reranker.applies(q):
+                params, rows, texts = await self.reranker.candidates(conn, fusion, q)
+                await stack.aclose()  # the model's call holds no pooled connection
+                rows, reranked = await self.reranker.reorder(req.query, rows, texts)
+                conn = await stack.enter_async_context(
+                    scoped_connection(self.pool, collection_scope)
+                )
+                rows = await self.reranker.page(conn, fusion, q, rows)
+            else:
+                params, rows = await rank(conn, fusion, q)
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
             note_rerank(reranked, timings, degraded)
             hits, budget, bounded = await self._hits(conn, req, rows, collection_ids, reranked)

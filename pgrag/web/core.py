@@ -101,7 +101,7 @@ class View:
 
     def keep(self, response: Response) -> Response:
         """The response with the session cookie (when new) and the page's server time
-        (`Server-Timing`, what benchmarks/console.py reads)."""
+        (`Server-Timing`, what benchmarks/load/console.py reads)."""
         elapsed_ms = (time.perf_counter() - self.started) * 1000
         response.headers["Server-Timing"] = f"page;dur={elapsed_ms:.1f}"
         if self.fresh:
