@@ -20,6 +20,7 @@ from pgrag import __version__
 from pgrag.db.scope import ensure_scoping_possible
 from pgrag.http.auth import BearerAuth, admin_keys, parse_api_keys
 from pgrag.http.errors import HTTP_STATUS, error_schemas, install_error_handlers
+from pgrag.http.form_bounds import FormBounds
 from pgrag.http.host_guard import HostGuard, host_policy, is_loopback
 from pgrag.http.jsonrpc import QuietRejections
 from pgrag.http.mcp_mode import ResponseModeRouter, ScopeCheck, ScopeGate
@@ -87,10 +88,16 @@ def create_app(
         loopback=is_loopback(host),
         error_status=HTTP_STATUS,
     )
+    cross_origin = oauth.is_open if oauth is not None else _nowhere
+    app.add_middleware(FormBounds, skip=console.owns, cross_origin=cross_origin)
     app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
     app.add_middleware(HostGuard, policy=policy)  # outermost
     return app
+
+
+def _nowhere(path: str) -> bool:
+    return False
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

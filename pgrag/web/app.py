@@ -14,6 +14,7 @@ from pgrag.errors import ErrorCode
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
 from pgrag.web.core import Console
+from pgrag.web.form_gate import FormGate
 from pgrag.web.pages import (
     auth,
     consent,
@@ -57,3 +58,5 @@ def mount(
     ):
         app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
+    # the console's forms: origin and session checked, then the body read within its bound
+    app.add_middleware(FormGate, sessions=sessions, owns=owns)
