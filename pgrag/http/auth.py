@@ -82,9 +82,12 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         set_may_write(True)
+        # until a key or token names the caller: anonymous, charged to its address (the
+        # peer's, or what a configured proxy forwarded: uvicorn rewrites `client` for
+        # PGRAG_TRUSTED_PROXIES only, pgrag.http.app.run_http)
+        client = scope.get("client")
+        set_identity("anonymous", None, f"address:{client[0] if client else '-'}")
         if not self.keys and self.oauth is None:
-            client = scope.get("client")
-            set_identity("anonymous", None, f"address:{client[0] if client else '-'}")
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))

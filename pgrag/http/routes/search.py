@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from pgrag.deadline import within
-from pgrag.http.deps import Context, QueryInt, Scope, admitted
+from pgrag.http.deps import Context, QueryInt, Scope, guard
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
 from pgrag.search.models import SearchData, SearchFilters, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
-router = APIRouter(tags=["search"], dependencies=[Depends(admitted, scope="function")])
+router = APIRouter(tags=["search"], dependencies=[guard(SEARCH_TIMEOUT_S)])
 
 
 class SearchBody(SearchData):
@@ -51,9 +50,7 @@ async def api_search(
         rerank=rerank,
         filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
     )
-    page = await within(
-        context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S
-    )
+    page = await context.search.search(req, collection_scope=caller_scope, caller="rest")
     body = page.data.model_dump(mode="json")
     body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
     return body

@@ -4,7 +4,6 @@ ranking. A GET form: every search has a URL that reproduces it."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends
@@ -14,7 +13,6 @@ from pydantic import ValidationError
 from pgrag.errors import InvalidArgument
 from pgrag.search.models import SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
-from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
@@ -71,10 +69,8 @@ async def search_page(view: Page) -> Response:
         return view.page("search.html", **values)
     req = _request(form)
     caller = view.signed_in
-    page = await asyncio.wait_for(
-        view.context.search.search(req, collection_scope=caller.scope, caller=caller.name),
-        SEARCH_TIMEOUT_S,
-    )
+    # under the guard of every console route (view_of): the caller's share, the time limit
+    page = await view.context.search.search(req, collection_scope=caller.scope, caller=caller.name)
     data = page.data
     values.update(data=data, keywords=_keywords(data.results))
     if data.search_id is not None and not req.spec.pattern and req.scope == "chunks":
