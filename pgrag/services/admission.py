@@ -93,6 +93,11 @@ class Admission:
         """How fast a call's cost grows while `total` calls run, `mine` of them its caller's."""
         return min(1.0, self.cores / total) / min(1.0, self.cores / mine)
 
+    def counted(self, caller: str) -> float:
+        """The seconds the caller's running calls have counted so far, all together."""
+        self._meter()
+        return self._meters.get(caller, 0.0)
+
     def wait_s(self, caller: str) -> float:
         """How long the caller's next call must wait for its balance to reach zero."""
         account = self._account(caller)

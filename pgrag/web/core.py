@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from pgrag.errors import ErrorCode, Forbidden, PgragError
+from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import (
     SEARCH_TIMEOUT_S,
     AppContext,
@@ -58,6 +59,7 @@ class Console:
     sessions: Sessions
     shared: SharedContext
     error_status: Mapping[ErrorCode, int]
+    throttle: AuthThrottle  # failed sign-ins by address, shared with the bearer keys
 
     @property
     def writes(self) -> bool:
@@ -98,6 +100,17 @@ class View:
         if self.caller is None:
             raise SignInNeeded()
         return self.caller
+
+    def sign_in(self, key: str) -> str | None:
+        """The fingerprint of a configured key, or None; an address past its budget of
+        failed sign-ins is refused RATE_LIMITED before the key is compared."""
+        sessions, throttle = self.console.sessions, self.console.throttle
+        address = self.request.client.host if self.request.client else "-"
+        throttle.check(address)
+        key_id = sessions.match(key.strip()) if not sessions.closed else None
+        if key_id is None:
+            throttle.failed(address)
+        return key_id
 
     def csrf_ok(self, token: str) -> bool:
         """The token of this request's session (a new session has none to match)."""
