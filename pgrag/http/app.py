@@ -93,9 +93,7 @@ def create_app(
     )
     cross_origin = oauth.is_open if oauth is not None else _nowhere
     app.add_middleware(FormBounds, skip=console.owns, cross_origin=cross_origin)
-    app.add_middleware(
-        BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth, throttle=throttle
-    )
+    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth, throttle=throttle)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
     app.add_middleware(HostGuard, policy=policy)  # outermost
     return app

@@ -4,7 +4,7 @@ under a key derived from the database's own secret (pgrag.server_secret, shared 
 server process on that database), so a stored name confirms no offline guess of the key.
 
 Names from before this rule (`key:` and 10 hex of an unsalted SHA-256) were rewritten to
-`key:legacy` by migration 0028."""
+`key:legacy` by migration 0029."""
 
 from __future__ import annotations
 
