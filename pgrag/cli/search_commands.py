@@ -66,6 +66,21 @@ def counted(data: SearchData, pool_size: int) -> str:
     return f"{n} ranked chunks"
 
 
+def metadata_filter(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
+    """--where KEY=VALUE pairs: a number or true/false as such, anything else as text."""
+    found: dict[str, str | int | float | bool] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r}: use KEY=VALUE", param_hint="--where")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        found[key.strip()] = value if isinstance(value, (int, float, bool)) else raw
+    return found
+
+
 def print_table(
     data: SearchData,
     hits: list[SearchHit],
@@ -223,6 +238,13 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
 @click.option("--collection", "-c", default=None, help="only this collection")
 @click.option("--folder", default=None, help="only this folder (prefix)")
 @click.option("--file-type", default=None, help="only this file type, e.g. pdf")
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="only documents whose metadata has KEY=VALUE, e.g. customer=acme (repeatable)",
+)
 @click.option("--threshold", type=float, default=None, help="minimum cosine similarity")
 @click.option("--explain", is_flag=True, help="show each leg's rank and score")
 @click.option("--json", "as_json", is_flag=True, help="print the MCP tool's data as JSON")
@@ -245,6 +267,7 @@ def search(
     collection: str | None,
     folder: str | None,
     file_type: str | None,
+    where: tuple[str, ...],
     threshold: float | None,
     explain: bool,
     as_json: bool,
@@ -259,7 +282,12 @@ def search(
         scope=scope,
         limit=limit,
         threshold=threshold,
-        filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
+        filters=SearchFilters(
+            collection=collection,
+            folder=folder,
+            file_type=file_type,
+            metadata=metadata_filter(where) or None,
+        ),
         explain=explain or as_json,
         rerank=not no_rerank,
         max_tokens=max_tokens or MAX_PAGE_TOKENS,

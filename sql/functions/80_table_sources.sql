@@ -135,7 +135,7 @@ BEGIN
     END IF;
     SELECT array_agg(c) INTO missing
     FROM unnest(id_columns || text_columns || metadata_columns
-                || coalesce(ARRAY[title_column], '{}')) c
+                || CASE WHEN title_column IS NULL THEN '{}'::text[] ELSE ARRAY[title_column] END) c
     WHERE c IS NULL OR NOT EXISTS (
         SELECT 1 FROM pg_attribute a
         WHERE a.attrelid = rel AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped);

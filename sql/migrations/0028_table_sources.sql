@@ -68,10 +68,17 @@ DECLARE
     queued    bigint := 0;
     changed   boolean;
 BEGIN
-    SELECT t.relation, t.id_columns, t.state,
-           t.text_columns || t.metadata_columns
-               || CASE WHEN t.title_column IS NULL THEN '{}'::text[] ELSE ARRAY[t.title_column] END
-               AS indexed
+    -- only the registered columns the table still has: a column dropped or renamed under
+    -- a live source never fails the user's write (the drain marks the source failed)
+    SELECT t.relation, t.state, cardinality(t.id_columns) AS id_count,
+           ARRAY(SELECT c FROM unnest(t.id_columns) c WHERE EXISTS (
+                   SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.relation
+                      AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped)) AS ids,
+           ARRAY(SELECT c FROM unnest(t.text_columns || t.metadata_columns
+                                      || coalesce(t.title_column, '')) c
+                 WHERE EXISTS (
+                   SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.relation
+                      AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped)) AS indexed
       INTO s FROM pgrag.table_sources t WHERE t.id = sid;
     IF NOT FOUND OR s.state = 'removed' OR s.relation <> TG_RELID::regclass THEN
         RETURN NULL;
@@ -81,13 +88,21 @@ BEGIN
         PERFORM pg_notify('pgrag_sources', sid::text);
         RETURN NULL;
     END IF;
+    IF cardinality(s.ids) < s.id_count THEN
+        RETURN NULL;  -- a key column is gone: the source must be added again
+    END IF;
     SELECT 'jsonb_build_object(' || string_agg(format('%L, r.%I', c, c), ', ') || ')'
-      INTO key_of FROM unnest(s.id_columns) c;
+      INTO key_of FROM unnest(s.ids) c;
+    -- compared as text: every type has a text form, and no operator of another schema is
+    -- looked up (the search path is pg_catalog's)
+    SELECT string_agg(format('o.%I::text IS DISTINCT FROM r.%I::text', c, c), ' OR ')
+      INTO watched FROM unnest(s.indexed) c;
+    SELECT string_agg(format('o.%I::text = r.%I::text', c, c), ' AND ')
+      INTO same_key FROM unnest(s.ids) c;
     IF TG_LEVEL = 'ROW' THEN
         IF TG_OP = 'UPDATE' THEN
-            SELECT string_agg(format('(o).%I::text IS DISTINCT FROM (r).%I::text', c, c), ' OR ')
-              INTO watched FROM unnest(s.indexed || s.id_columns) c;
-            EXECUTE format('SELECT %s FROM (SELECT $1 AS o, $2 AS r) x', watched)
+            EXECUTE format('SELECT NOT (%s) OR (%s) FROM (SELECT ($1).*) o, (SELECT ($2).*) r',
+                           same_key, coalesce(watched, 'false'))
                INTO STRICT changed USING OLD, NEW;
             IF NOT changed THEN
                 RETURN NULL;
@@ -108,10 +123,6 @@ BEGIN
         EXECUTE format('INSERT INTO pgrag.source_queue (source_id, key) '
                        'SELECT $1, %s FROM old_rows r', key_of) USING sid;
     ELSE
-        SELECT string_agg(format('o.%I = r.%I', c, c), ' AND ') INTO same_key
-          FROM unnest(s.id_columns) c;
-        SELECT string_agg(format('o.%I::text IS DISTINCT FROM r.%I::text', c, c), ' OR ')
-          INTO watched FROM unnest(s.indexed) c;
         -- new or changed rows (a new key, or an indexed column changed), then keys gone
         EXECUTE format(
             'INSERT INTO pgrag.source_queue (source_id, key) '
@@ -120,7 +131,7 @@ BEGIN
             'UNION ALL '
             'SELECT $1, %1$s FROM old_rows r '
             ' WHERE NOT EXISTS (SELECT 1 FROM new_rows o WHERE %2$s)',
-            key_of, same_key, watched) USING sid;
+            key_of, same_key, coalesce(watched, 'false')) USING sid;
     END IF;
     GET DIAGNOSTICS queued = ROW_COUNT;
     IF queued > 0 THEN

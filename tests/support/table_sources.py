@@ -65,7 +65,7 @@ def make_tickets(dsn: str, rows: list[tuple[Any, ...]] = TICKETS) -> None:
         )
 
 
-def settings(dsn: str) -> Any:
+def source_settings(dsn: str) -> Any:
     return load_settings(database_url=dsn, embedding_model="hash/384")
 
 
@@ -87,7 +87,7 @@ def tickets_source(**kw: Any) -> service.NewSource:
 
 
 async def sync(dsn: str, pool: Any, provider: Any, name: str | None = None) -> list[Any]:
-    return await service.sync(pool, provider, settings(dsn), name)
+    return await service.sync(pool, provider, source_settings(dsn), name)
 
 
 async def search(pool: Any, provider: Any, query: str, mode: str, **kw: Any) -> list[Any]:
