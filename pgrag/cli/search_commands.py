@@ -14,7 +14,14 @@ from rich.table import Table
 from pgrag.cli.app import cli, run, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchPage, SearchService
-from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest, SearchScope
+from pgrag.search.models import (
+    SearchData,
+    SearchFilters,
+    SearchHit,
+    SearchRequest,
+    SearchScope,
+    metadata_pairs,
+)
 from pgrag.search.modes import SearchMode, ShownScore, mode_spec
 
 # a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
@@ -64,21 +71,6 @@ def counted(data: SearchData, pool_size: int) -> str:
     if shown is ShownScore.SEMANTIC:
         return f"{n} nearest chunks"
     return f"{n} ranked chunks"
-
-
-def metadata_filter(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
-    """--where KEY=VALUE pairs: a number or true/false as such, anything else as text."""
-    found: dict[str, str | int | float | bool] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{pair!r}: use KEY=VALUE", param_hint="--where")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        found[key.strip()] = value if isinstance(value, (int, float, bool)) else raw
-    return found
 
 
 def print_table(
@@ -286,7 +278,7 @@ def search(
             collection=collection,
             folder=folder,
             file_type=file_type,
-            metadata=metadata_filter(where) or None,
+            metadata=metadata_pairs(where),
         ),
         explain=explain or as_json,
         rerank=not no_rerank,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pgrag.errors import InvalidArgument
 from pgrag.search.modes import ModeSpec, SearchMode, mode_spec
 
 # Literal aliases, not enums: every transport's schema lists them inline
@@ -33,7 +35,7 @@ class SearchFilters(BaseModel):
     submitter: str | None = None
     author: str | None = None
     tags: list[str] | None = Field(None, description="documents having any of these tags")
-    metadata: dict[str, str | int | float | bool] | None = Field(
+    metadata: dict[str, MetadataValue] | None = Field(
         None,
         max_length=20,
         description='documents whose metadata has all these values, e.g. {"customer": '
@@ -52,6 +54,36 @@ class SearchFilters(BaseModel):
     @classmethod
     def _strip_folder(cls, v: str | None) -> str | None:
         return v.strip("/") if v else v
+
+
+MetadataValue = str | int | float | bool
+
+
+def metadata_pairs(pairs: list[str] | tuple[str, ...]) -> dict[str, MetadataValue] | None:
+    """KEY=VALUE pairs (the CLI's --where, REST's and the console's `where`) as the
+    metadata filter: a number or true/false as such, anything else as text; None if none.
+    Each item may hold several pairs separated by commas."""
+    found: dict[str, MetadataValue] = {}
+    for item in pairs:
+        for pair in (p.strip() for p in item.split(",")):
+            if not pair:
+                continue
+            key, sep, raw = pair.partition("=")
+            if not sep or not key.strip():
+                raise InvalidArgument(
+                    f"where: {pair!r} is not KEY=VALUE (e.g. customer=acme)",
+                    detail={"field": "where"},
+                )
+            raw = raw.strip()
+            value: MetadataValue = raw
+            if raw in ("true", "false"):
+                value = raw == "true"
+            elif re.fullmatch(r"-?\d{1,18}", raw):
+                value = int(raw)
+            elif re.fullmatch(r"-?\d+\.\d+", raw):
+                value = float(raw)
+            found[key.strip()] = value
+    return found or None
 
 
 class SearchRequest(BaseModel):

@@ -10,7 +10,13 @@ from pgrag.deadline import within
 from pgrag.http.deps import Context, QueryInt, Scope, admitted
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
-from pgrag.search.models import SearchData, SearchFilters, SearchRequest, SearchScope
+from pgrag.search.models import (
+    SearchData,
+    SearchFilters,
+    SearchRequest,
+    SearchScope,
+    metadata_pairs,
+)
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
@@ -36,6 +42,10 @@ async def api_search(
     folder: str | None = None,
     file_type: str | None = None,
     collection: str | None = None,
+    where: Annotated[
+        list[str] | None,
+        Query(max_length=20, description="metadata KEY=VALUE, e.g. customer=acme (repeatable)"),
+    ] = None,
     max_tokens: Annotated[QueryInt, Query(ge=50, le=25000)] = 2000,
     continuation_token: str | None = None,
     rerank: bool = True,
@@ -49,7 +59,12 @@ async def api_search(
         max_tokens=max_tokens,
         continuation_token=continuation_token,
         rerank=rerank,
-        filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
+        filters=SearchFilters(
+            folder=folder,
+            file_type=file_type,
+            collection=collection,
+            metadata=metadata_pairs(where or []),
+        ),
     )
     page = await within(
         context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S

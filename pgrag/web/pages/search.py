@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from pgrag.errors import InvalidArgument
-from pgrag.search.models import SearchRequest, SearchScope
+from pgrag.search.models import SearchRequest, SearchScope, metadata_pairs
 from pgrag.search.modes import SearchMode
 from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
@@ -29,6 +29,7 @@ FORM_FIELDS = (
     "collection",
     "folder",
     "file_type",
+    "where",
     "limit",
     "max_tokens",
     "why_not",
@@ -37,7 +38,11 @@ DEFAULTS = {"mode": "hybrid", "scope": "chunks", "limit": "10", "max_tokens": "4
 
 
 def _request(form: dict[str, str]) -> SearchRequest:
-    filters = {k: form[k] for k in ("collection", "folder", "file_type") if form.get(k)}
+    filters: dict[str, Any] = {
+        k: form[k] for k in ("collection", "folder", "file_type") if form.get(k)
+    }
+    if form.get("where"):
+        filters["metadata"] = metadata_pairs([form["where"]])
     try:
         return SearchRequest.model_validate(
             {
