@@ -12,6 +12,7 @@ from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError
 from pgrag.settings import Settings, load_settings
+from pgrag.store import table_sources
 from pgrag.store.collections import check_model, list_collections
 
 
@@ -77,6 +78,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(migrated)
         if migrated.ok and not migrated.note and dims is not None:
             checks += await _collection_checks(conn, settings.embedding_model, dims)
+        if migrated.ok and not migrated.note:
+            checks += await _source_checks(conn)
     finally:
         await conn.close()
     return checks
@@ -147,4 +150,18 @@ async def _collection_checks(conn: Any, model: str, dims: int) -> list[Check]:
             )
         except PgragError as exc:
             checks.append(Check(f"collection {col.name}", False, str(exc)))
+    return checks
+
+
+async def _source_checks(conn: Any) -> list[Check]:
+    """Each table source can be read as registered (or why not, with the fix)."""
+    checks = []
+    for src in await table_sources.stats(conn):
+        if src.state == "removed":
+            continue
+        problem = src.failure or await table_sources.problem(conn, src.id)
+        detail = (
+            f"{src.relation} -> {src.collection}: {src.indexed} rows indexed, {src.pending} pending"
+        )
+        checks.append(Check(f"source {src.name}", problem is None, problem or detail))
     return checks

@@ -132,7 +132,7 @@ def _sync_killed(dsn: str, reached: Any) -> None:
 
 
 def test_sigkill_during_backfill_and_drain_then_resume(dsn: str) -> None:
-    rows = 2500
+    rows = 1200
     make_tickets(dsn, [])
     execute(
         dsn,
@@ -142,7 +142,7 @@ def test_sigkill_during_backfill_and_drain_then_resume(dsn: str) -> None:
         (rows,),
     )
     execute(dsn, ADD_SQL, ("default",))
-    _sync_killed(dsn, lambda: indexed(dsn)[0] >= 300)
+    _sync_killed(dsn, lambda: indexed(dsn)[0] >= 150)
     (state,) = execute(dsn, "SELECT state, backfill_done FROM pgrag.table_sources")
     assert state[0] == "backfilling" and 0 < state[1] < rows  # killed half way
     cli(dsn, "source", "sync")
@@ -151,7 +151,7 @@ def test_sigkill_during_backfill_and_drain_then_resume(dsn: str) -> None:
 
     execute(dsn, "UPDATE tickets SET body = body || ' edited'")  # one statement, all rows
     assert indexed(dsn)[1] == rows
-    _sync_killed(dsn, lambda: indexed(dsn)[1] <= rows - 300)
+    _sync_killed(dsn, lambda: indexed(dsn)[1] <= rows - 150)
     assert 0 < indexed(dsn)[1] < rows
     cli(dsn, "source", "sync")
     assert indexed(dsn) == (rows, 0, rows)
@@ -198,6 +198,10 @@ def test_cli_adds_lists_syncs_searches_with_a_filter_and_removes(dsn: str) -> No
     )
     assert {h["path"] for h in found["results"]} == {"tables/tickets/1", "tables/tickets/3"}
     assert {json.dumps(h["source"]["key"]) for h in found["results"]} == {'{"id": 1}', '{"id": 3}'}
+    status = json.loads(cli(dsn, "status", "--json").stdout)
+    assert [(s["name"], s["rows_indexed"], s["pending"]) for s in status["sources"]] == [
+        ("tickets", 3, 0)
+    ]
     cli(dsn, "source", "remove", "tickets")
     assert json.loads(cli(dsn, "source", "list", "--json").stdout) == []
     assert execute(dsn, "SELECT count(*) FROM pgrag.documents") == [(0,)]
@@ -255,3 +259,12 @@ async def test_rest_and_mcp_filter_by_metadata_show_the_row_and_respect_scopes(d
             data = result.structured_content["data"]
             assert {h["path"] for h in data["results"]} == {"tables/tickets/1", "tables/tickets/3"}
             assert {h["source"]["key"]["id"] for h in data["results"]} == {1, 3}
+            status = (await client.call_tool("get_status", {})).structured_content["data"]
+            (src,) = status["sources"]
+            assert (src["name"], src["rows_indexed"], src["pending"]) == ("tickets", 3, 0)
+        async with httpx2.AsyncClient(base_url=server.base, timeout=60) as http:
+            text = (await http.get("/metrics", headers=full)).text
+            assert 'pgrag_source_pending{source="tickets"} 0.0' in text
+            assert 'pgrag_source_lag_seconds{source="tickets"}' in text
+            r = await http.get("/api/status", headers={"Authorization": f"Bearer {SCOPED}"})
+            assert r.json()["sources"] == []  # another collection's source is not shown

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgrag.cli.app import cli, run, state
+from pgrag.ingest.table_sync import SourceProgress, describe
 from pgrag.runtime import open_runtime
 from pgrag.services import table_sources as service
 
@@ -128,19 +129,19 @@ def sync(ctx: click.Context, name: str | None, as_json: bool) -> int:
     """Drain the queue once (for cron or a set-up without `pgrag serve`)."""
     settings = state(ctx).settings
 
-    def report(p: service.SourceProgress) -> None:
+    def report(p: SourceProgress) -> None:
         if p.backfill_total and not as_json:
             eta = p.eta_seconds()
             left = f", about {eta:.0f}s left" if eta is not None else ""
             err.print(f"{escape(p.name)}: backfill {p.backfill_done}/{p.backfill_total}{left}")
 
-    async def go() -> list[service.SourceProgress]:
+    async def go() -> list[SourceProgress]:
         async with open_runtime(settings, max_pool=4) as rt:
             return await service.sync(rt.db.pool, rt.provider, settings, name, report)
 
     done = run(go)
     if as_json:
-        click.echo(json.dumps([service.describe(p) for p in done], indent=2))
+        click.echo(json.dumps([describe(p) for p in done], indent=2))
     for p in done:
         line = (
             f"{escape(p.name)}: {p.written} written, {p.unchanged} unchanged, {p.removed} removed"

@@ -288,15 +288,6 @@ def _no_events(_: IngestEvent) -> None:
     pass
 
 
-def sources_channel() -> str:
-    return store.CHANNEL
-
-
-async def listen(conn: psycopg.AsyncConnection) -> None:
-    """Subscribe `conn` (autocommit) to the sources' change notifications."""
-    await conn.execute(store.LISTEN_SQL)
-
-
 def describe(p: SourceProgress) -> dict[str, Any]:
     """A drain's outcome as JSON (the CLI's --json)."""
     return {

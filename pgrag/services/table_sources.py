@@ -14,23 +14,25 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 
+from pgrag import metrics
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
-from pgrag.ingest.table_rows import Chunking
-from pgrag.ingest.table_sync import Progress, SourceProgress, TableSync, describe, listen
 from pgrag.settings import Settings
 from pgrag.store import table_sources as store
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # the ingestion modules load when a drain runs, not with every server
+    from pgrag.ingest.table_rows import Chunking
+    from pgrag.ingest.table_sync import Progress, SourceProgress, TableSync
 
-__all__ = ["NewSource", "SourceInfo", "SourceProgress", "describe"]
+log = logging.getLogger(__name__)
 
 SWEEP_S = 60.0  # a drain even without a notification (one missed while reconnecting)
 SETTLE_S = 0.05  # gather a burst of notifications into one drain
@@ -69,7 +71,20 @@ class SourceInfo(BaseModel):
 
 
 def chunking(settings: Settings) -> Chunking:
+    from pgrag.ingest.table_rows import Chunking
+
     return Chunking(settings.chunk_tokens, settings.chunk_overlap, settings.chunk_context_tokens)
+
+
+def syncer(
+    pool: AsyncConnectionPool,
+    provider: EmbeddingProvider,
+    settings: Settings,
+    progress: Progress | None = None,
+) -> TableSync:
+    from pgrag.ingest.table_sync import TableSync
+
+    return TableSync(pool, provider, chunking(settings), progress)
 
 
 def _info(s: store.SourceStats) -> SourceInfo:
@@ -131,7 +146,19 @@ async def list_sources(
 ) -> list[SourceInfo]:
     """Every source the caller may see (a scoped caller: its collections' only)."""
     async with scoped_connection(pool, scope) as conn:
-        return [_info(s) for s in await store.stats(conn) if s.state != "removed"]
+        return await source_infos(conn)
+
+
+async def source_infos(conn: psycopg.AsyncConnection) -> list[SourceInfo]:
+    """The sources `conn` may see (status reports read them in their own snapshot)."""
+    return [_info(s) for s in await store.stats(conn) if s.state != "removed"]
+
+
+async def refresh_metrics(pool: AsyncConnectionPool) -> None:
+    """Set pgrag_source_pending and pgrag_source_lag_seconds before /metrics renders."""
+    async with pool.connection() as conn:
+        found = await source_infos(conn)
+    metrics.set_sources([(i.name, i.pending, i.lag_seconds) for i in found])
 
 
 async def remove_source(
@@ -141,7 +168,7 @@ async def remove_source(
     async with pool.connection() as conn:
         if not await store.remove(conn, name):
             raise NotFound(f"no table source named '{name}': `pgrag source list` shows them")
-    await TableSync(pool, provider, chunking(settings)).drain(name)
+    await syncer(pool, provider, settings).drain(name)
 
 
 async def sync(
@@ -156,13 +183,13 @@ async def sync(
         async with pool.connection() as conn:
             if not await store.sources(conn, name):
                 raise NotFound(f"no table source named '{name}': `pgrag source list` shows them")
-    syncer = TableSync(pool, provider, chunking(settings), progress)
+    drainer = syncer(pool, provider, settings, progress)
     async with pool.connection() as conn:
         collections = sorted({s.collection for s in await store.sources(conn, name)})
     for collection in collections:  # vectors a killed drain left missing
         with contextlib.suppress(NotFound):
-            await syncer.resume_vectors(collection)
-    return await syncer.drain(name)
+            await drainer.resume_vectors(collection)
+    return await drainer.drain(name)
 
 
 async def follow(
@@ -170,7 +197,7 @@ async def follow(
 ) -> None:
     """`pgrag serve`: drain whenever a source's triggers NOTIFY (several servers drain one
     queue safely), until cancelled; reconnect when the database goes away."""
-    syncer = TableSync(pool, provider, chunking(settings))
+    drainer = syncer(pool, provider, settings)
     wake = asyncio.Event()
     wake.set()  # what queued up while no server ran
 
@@ -181,7 +208,7 @@ async def follow(
             await asyncio.sleep(SETTLE_S)
             wake.clear()
             try:
-                await syncer.drain()
+                await drainer.drain()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -192,7 +219,7 @@ async def follow(
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                    await listen(conn)
+                    await store.listen(conn)
                     wake.set()
                     async for _ in conn.notifies():
                         wake.set()

@@ -126,6 +126,11 @@ SYNCED_SQL = "UPDATE pgrag.table_sources SET synced_at = now() WHERE id = %s"
 FORGET_SQL = "DELETE FROM pgrag.table_sources WHERE id = %s AND state = 'removed'"
 
 
+async def listen(conn: psycopg.AsyncConnection) -> None:
+    """Subscribe `conn` (autocommit) to the sources' change notifications."""
+    await conn.execute(LISTEN_SQL)
+
+
 async def sources(conn: psycopg.AsyncConnection, name: str | None = None) -> list[SourceRow]:
     """The registered sources (or the one named), by name."""
     where = " WHERE name = %s" if name is not None else ""
