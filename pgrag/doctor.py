@@ -16,6 +16,7 @@ from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError, setup_error
 from pgrag.settings import Settings, load_settings
+from pgrag.store import table_sources
 from pgrag.store.collections import check_model, list_collections
 
 
@@ -67,6 +68,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(migrated)
         if migrated.ok and not migrated.note and dims is not None:
             checks += await _collection_checks(conn, settings.embedding_model, dims)
+        if migrated.ok and not migrated.note:
+            checks += await _source_checks(conn)
         if migrated.ok and not migrated.note and _limits_keys(settings.api_keys):
             checks.append(await _scoped_keys_check(conn))
     except psycopg.Error as exc:  # a privilege this role lacks: a failed check, not a crash
@@ -157,4 +160,18 @@ async def _collection_checks(conn: Any, model: str, dims: int) -> list[Check]:
             )
         except PgragError as exc:
             checks.append(Check(f"collection {col.name}", False, str(exc)))
+    return checks
+
+
+async def _source_checks(conn: Any) -> list[Check]:
+    """Each table source can be read as registered (or why not, with the fix)."""
+    checks = []
+    for src in await table_sources.stats(conn):
+        if src.state == "removed":
+            continue
+        problem = src.failure or await table_sources.problem(conn, src.id)
+        detail = (
+            f"{src.relation} -> {src.collection}: {src.indexed} rows indexed, {src.pending} pending"
+        )
+        checks.append(Check(f"source {src.name}", problem is None, problem or detail))
     return checks

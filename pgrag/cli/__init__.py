@@ -32,6 +32,7 @@ from pgrag.cli import (  # noqa: F401  isort: skip
     reindex_command,
     search_commands,
     serve_command,
+    source_commands,
 )
 
 

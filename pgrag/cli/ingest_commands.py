@@ -205,4 +205,17 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
             )
         if report["ocr"]:
             table.add_row("read by OCR", _ocr_line(report["ocr"]))
+        for src in report["sources"]:
+            table.add_row(f"source {escape(src['name'])}", escape(_source_line(src)))
     out.print(table)
+
+
+def _source_line(src: dict[str, Any]) -> str:
+    """A table source's status row: state, rows indexed and pending, lag, failure."""
+    line = (
+        f"{src['state']}: {src['rows_indexed']} rows indexed, {src['pending']} pending, "
+        f"lag {src['lag_seconds']:.1f}s"
+    )
+    if src["rows_failed"]:
+        line += f", {src['rows_failed']} rows failed"
+    return line + (f" - failed: {src['failure']}" if src["failure"] else "")
