@@ -178,7 +178,7 @@ class TableSync:
             done = [i for i, k in claimed if k is None or key_text(k) in held]
             out.entries = len(done)
             if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
-                gone_ids = await store.orphans(conn, source.id)
+                gone_ids = await store.orphans(conn, source.id, col.id)
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
             wanted = [keys[t] for t in held]
             current = {key_text(r.key): r for r in await store.rows(conn, source.id, wanted)}
