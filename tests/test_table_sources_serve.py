@@ -5,6 +5,7 @@ row's source over REST and MCP, and a key scoped to other collections."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -268,3 +269,18 @@ async def test_rest_and_mcp_filter_by_metadata_show_the_row_and_respect_scopes(d
             assert 'pgrag_source_lag_seconds{source="tickets"}' in text
             r = await http.get("/api/status", headers={"Authorization": f"Bearer {SCOPED}"})
             assert r.json()["sources"] == []  # another collection's source is not shown
+            # a column dropped under the live source: the server's drain marks it failed,
+            # and the console's overview shows the reason
+            execute(dsn, "ALTER TABLE tickets DROP COLUMN customer")
+            execute(dsn, "UPDATE tickets SET body = 'Changed again' WHERE id = 1")
+            wait_until(
+                lambda: execute(dsn, "SELECT state FROM pgrag.table_sources") == [("failed",)]
+            )
+            login = await http.get("/console/login")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
+            assert csrf is not None
+            signed = await http.post("/console/login", data={"key": FULL, "csrf": csrf.group(1)})
+            assert signed.status_code == 303
+            page = (await http.get("/")).text
+            assert 'id="sources"' in page and 'data-source="tickets"' in page
+            assert "column customer of tickets is gone" in page

@@ -124,6 +124,11 @@ class TableSync:
         try:
             async with self._vector_stage(col) as stage:
                 await self._loop(source, col, stage, progress)
+            if progress.written or progress.removed:  # one row per language again
+                async with self.pool.connection() as conn:
+                    assert col.set_id is not None
+                    await doc_store.compact_language_sums(conn, col.set_id)
+                    await bm25_sums.compact(conn, col.id)
         except psycopg.Error as exc:  # the table cannot be read as registered
             reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
             log.warning("table source %s failed: %s", source.name, reason)
@@ -178,7 +183,7 @@ class TableSync:
             done = [i for i, k in claimed if k is None or key_text(k) in held]
             out.entries = len(done)
             if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
-                gone_ids = await store.orphans(conn, source.id)
+                gone_ids = await store.orphans(conn, source.id, col.id)
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
             wanted = [keys[t] for t in held]
             current = {key_text(r.key): r for r in await store.rows(conn, source.id, wanted)}
@@ -261,9 +266,6 @@ class TableSync:
             raise
         stage.close()
         await task
-        async with self.pool.connection() as conn:
-            await doc_store.compact_language_sums(conn, col.set_id)
-            await bm25_sums.compact(conn, col.id)
 
     async def resume_vectors(self, collection: str) -> None:
         """The vectors a killed drain left missing in a source's collection."""

@@ -102,7 +102,10 @@ WHERE pg_try_advisory_xact_lock(hashtextextended(%s::text || '|' || k::text, 195
 """
 UNQUEUE_SQL = "DELETE FROM pgrag.source_queue WHERE source_id = %s AND id = ANY(%s::bigint[])"
 ROWS_SQL = "SELECT key, title, texts, metadata FROM pgrag.table_source_rows(%s, %s)"
-ORPHANS_SQL = "SELECT pgrag.table_source_orphans(%s)"
+KEYS_SQL = """
+SELECT id, source_key FROM pgrag.documents WHERE collection_id = %s AND table_source_id = %s
+"""
+MISSING_SQL = "SELECT pgrag.table_source_missing(%s, %s)"
 DOCUMENTS_SQL = """
 SELECT id, path, content_hash, status, metadata FROM pgrag.documents
 WHERE collection_id = %s AND path = ANY(%s)
@@ -225,8 +228,16 @@ async def rows(
     return [TableRow(r[0], r[1], list(r[2]), r[3]) for r in await cur.fetchall()]
 
 
-async def orphans(conn: psycopg.AsyncConnection, source_id: int) -> list[UUID]:
-    return [r[0] for r in await (await conn.execute(ORPHANS_SQL, (source_id,))).fetchall()]
+async def orphans(conn: psycopg.AsyncConnection, source_id: int, collection_id: int) -> list[UUID]:
+    """The documents of the source whose rows are gone (after a TRUNCATE): their keys are
+    read from the documents, then looked up in the table (two statements: on Citus the
+    documents are distributed and the table is local)."""
+    docs = await (await conn.execute(KEYS_SQL, (collection_id, source_id))).fetchall()
+    if not docs:
+        return []
+    by_key = {key_text(key): doc_id for doc_id, key in docs}
+    cur = await conn.execute(MISSING_SQL, (source_id, Jsonb([key for _, key in docs])))
+    return [by_key[key_text(r[0])] for r in await cur.fetchall()]
 
 
 async def documents(

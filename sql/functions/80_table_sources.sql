@@ -114,12 +114,14 @@ BEGIN
         RAISE EXCEPTION 'pgrag: cannot read %: GRANT SELECT ON TABLE % TO %',
             rel, rel, quote_ident(current_user) USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- Citus fires no trigger on a distributed or reference table's shards for pgrag to
+    -- see (and refuses triggers on reference tables): only local tables are sources
     IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1 '
-                'AND partmethod <> ''n'')' INTO STRICT distributed USING rel;
+                'AND (partmethod <> ''n'' OR repmodel = ''t''))' INTO STRICT distributed USING rel;
         IF distributed THEN
-            RAISE EXCEPTION 'pgrag: % is a distributed Citus table: pgrag indexes local and '
-                'reference tables only', rel USING ERRCODE = 'feature_not_supported';
+            RAISE EXCEPTION 'pgrag: % is a distributed or reference Citus table: pgrag indexes '
+                'tables local to the coordinator only', rel USING ERRCODE = 'feature_not_supported';
         END IF;
     END IF;
     IF id_columns IS NULL THEN
@@ -313,19 +315,21 @@ BEGIN
 END
 $$;
 
--- The documents of a source whose rows are gone (after a TRUNCATE).
-CREATE OR REPLACE FUNCTION pgrag.table_source_orphans(sid bigint) RETURNS SETOF uuid
+-- Which of these keys have no row any more (after a TRUNCATE, the keys of every document
+-- of the source): the local table only, so on Citus no distributed table joins it.
+CREATE OR REPLACE FUNCTION pgrag.table_source_missing(sid bigint, keys jsonb)
+RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     s pgrag.table_sources;
 BEGIN
     SELECT * INTO STRICT s FROM pgrag.table_sources WHERE id = sid;
     RETURN QUERY EXECUTE format(
-        'SELECT d.id FROM pgrag.documents d WHERE d.table_source_id = $1 AND NOT EXISTS ('
-        ' SELECT 1 FROM jsonb_populate_record(NULL::%s, d.source_key) k JOIN %s r ON %s)',
+        'SELECT j FROM jsonb_array_elements($1) j WHERE NOT EXISTS ('
+        ' SELECT 1 FROM jsonb_populate_record(NULL::%s, j) k JOIN %s r ON %s)',
         s.relation, s.relation,
         (SELECT string_agg(format('r.%I = k.%I', c, c), ' AND ') FROM unnest(s.id_columns) c))
-    USING sid;
+    USING keys;
 END
 $$;
 
@@ -337,27 +341,36 @@ RETURNS TABLE (id bigint, name text, relation text, collection text, state text,
                backfill_left bigint, pending bigint, backfill_done bigint,
                backfill_total bigint, backfill_started_at timestamptz,
                lag_seconds double precision, synced_at timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    -- grouped first: on Citus the documents are counted on the shards, then joined here
+    -- (PL/pgSQL: Citus plans no LANGUAGE sql function over a distributed table)
+    RETURN QUERY WITH d AS MATERIALIZED (
+        SELECT doc.table_source_id,
+               count(*) FILTER (WHERE doc.status <> 'failed') AS indexed,
+               count(*) FILTER (WHERE doc.status = 'failed') AS failed
+        FROM pgrag.documents doc WHERE doc.table_source_id IS NOT NULL
+        GROUP BY doc.table_source_id),
+    q AS (
+        SELECT qq.source_id, count(DISTINCT qq.key) AS queued, min(qq.queued_at) AS oldest
+        FROM pgrag.source_queue qq GROUP BY qq.source_id)
     SELECT s.id, s.name,
            CASE WHEN EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = s.relation)
                 THEN s.relation::text ELSE format('(dropped table %s)', s.relation::oid) END,
            s.collection, s.state,
            s.failure,
-           d.indexed, d.failed, q.queued,
+           coalesce(d.indexed, 0), coalesce(d.failed, 0), coalesce(q.queued, 0),
            CASE WHEN s.state = 'backfilling'
                 THEN greatest(coalesce(s.backfill_total, 0) - s.backfill_done, 0) ELSE 0 END,
-           q.queued + CASE WHEN s.state = 'backfilling'
+           coalesce(q.queued, 0) + CASE WHEN s.state = 'backfilling'
                 THEN greatest(coalesce(s.backfill_total, 0) - s.backfill_done, 0) ELSE 0 END,
            s.backfill_done, s.backfill_total, s.backfill_started_at,
            coalesce(extract(epoch FROM now() - q.oldest), 0)::double precision,
            s.synced_at
     FROM pgrag.table_sources s
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE doc.status <> 'failed') AS indexed,
-               count(*) FILTER (WHERE doc.status = 'failed') AS failed
-        FROM pgrag.documents doc WHERE doc.table_source_id = s.id) d
-    CROSS JOIN LATERAL (
-        SELECT count(DISTINCT qq.key) AS queued, min(qq.queued_at) AS oldest
-        FROM pgrag.source_queue qq WHERE qq.source_id = s.id) q
-    ORDER BY s.name
+    LEFT JOIN d ON d.table_source_id = s.id
+    LEFT JOIN q ON q.source_id = s.id
+    ORDER BY s.name;
+END
 $$;

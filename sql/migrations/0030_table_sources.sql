@@ -142,14 +142,19 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION pgrag.table_source_changed() FROM PUBLIC;
 
--- A key limited to collections sees only the sources of those collections (the
--- collections policy hides the others from the sub-select).
+-- A key limited to collections sees only the sources of those collections and their
+-- queue entries: the one scope function of every policy, on the row's collection (looked
+-- up by name: a source names its collection before pgrag creates it). Both tables stay
+-- local on a Citus coordinator, where a policy may read another table.
 ALTER TABLE pgrag.table_sources ENABLE ROW LEVEL SECURITY;
 CREATE POLICY scoped ON pgrag.table_sources FOR SELECT TO PUBLIC
-    USING (collection IN (SELECT c.name FROM pgrag.collections c));
+    USING (pgrag.collection_in_scope(
+        (SELECT c.id FROM pgrag.collections c WHERE c.name = collection)));
 ALTER TABLE pgrag.source_queue ENABLE ROW LEVEL SECURITY;
 CREATE POLICY scoped ON pgrag.source_queue FOR SELECT TO PUBLIC
-    USING (source_id IN (SELECT s.id FROM pgrag.table_sources s));
+    USING (pgrag.collection_in_scope(
+        (SELECT c.id FROM pgrag.table_sources s JOIN pgrag.collections c ON c.name = s.collection
+         WHERE s.id = source_id)));
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped') THEN
