@@ -181,8 +181,9 @@ class Settings(BaseSettings):
         500,
         ge=50,
         le=60_000,
-        description="a call taking longer than this many milliseconds is charged, whole, to"
-        " its caller (`PGRAG_CALLER_SLOW_SHARE`)",
+        description="a call whose own cost (its running time less the wait other callers"
+        " caused) passes this many milliseconds is charged, whole, to its caller"
+        " (`PGRAG_CALLER_SLOW_SHARE`)",
     )
     caller_slow_share: float = Field(
         0.2,
