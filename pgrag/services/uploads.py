@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgrag.display import printable, unsafe_char
 from pgrag.errors import Forbidden, InvalidArgument
-from pgrag.ingest.files import printable, unsafe_char
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.services.context import AppContext
 from pgrag.services.ingestion import make_ingestor
