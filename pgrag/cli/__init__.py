@@ -22,6 +22,7 @@ from pgrag.cli.signals import (
     was_stopped,
 )
 from pgrag.db.embedded import release_embedded
+from pgrag.display import printable
 from pgrag.errors import ConfigError, PgragError
 
 # commands register themselves on `cli` when imported
@@ -75,13 +76,13 @@ def _main(argv: list[str] | None) -> None:
         click.echo(f"pgrag: configuration error: {exc}", err=True)
         sys.exit(2)
     except PgragError as exc:
-        click.echo(f"pgrag: {exc.code}: {exc}", err=True)
+        click.echo(f"pgrag: {exc.code}: {printable(str(exc))}", err=True)  # names in it
         sys.exit(1)
     except KeyboardInterrupt:
         _stopped()
     except Exception as exc:  # never a trace for the user; the log has it at DEBUG
         logging.getLogger("pgrag").debug("unexpected error", exc_info=True)
-        click.echo(f"pgrag: INTERNAL: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"pgrag: INTERNAL: {type(exc).__name__}: {printable(str(exc))}", err=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
