@@ -273,7 +273,7 @@ class Settings(BaseSettings):
         "docs/ingest-limits.md); past it the file fails TOO_LARGE",
     )
     parse_max_chunks: int = Field(
-        50_000, ge=1_000, description="chunks one file may make; past it the file fails TOO_LARGE"
+        100_000, ge=1_000, description="chunks one file may make; past it the file fails TOO_LARGE"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"

@@ -32,7 +32,7 @@ ANSWER_OVERHEAD_BYTES = 16 << 20
 @dataclass(frozen=True)
 class OutputLimits:
     max_chars: int = 64_000_000  # PGRAG_PARSE_MAX_CHARS
-    max_chunks: int = 50_000  # PGRAG_PARSE_MAX_CHUNKS
+    max_chunks: int = 100_000  # PGRAG_PARSE_MAX_CHUNKS
 
     def chars_for(self, file_size: int) -> int:
         return min(self.max_chars, max(FREE_CHARS, EXPANSION * file_size))

@@ -226,25 +226,9 @@ class Ingestor:
             cancelled = False
             try:
                 for f in files:
-                    too_large: FileTooLarge | None = None
-                    try:
-                        digest, size = await asyncio.to_thread(
-                            f.sha256, self.parse.follow_links, file_bound(f.path.suffix)
-                        )
-                    except FileTooLarge as exc:  # known from its size: never read
-                        too_large, digest, size = exc, exc.stamp, exc.size
-                    except UnsafeFile as exc:  # a link, a FIFO, a device: never read
-                        result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
-                        summary.results.append(result)
-                        self.report(IngestEvent("file_done", f.rel, result=result))
+                    if (hashed := await self._hash(f, summary)) is None:
                         continue
-                    except OSError as exc:  # vanished or unreadable since the walk
-                        summary.results.append(
-                            FileResult(
-                                f.rel, Outcome.FAILED, error_code=ErrorCode.IO_ERROR, error=str(exc)
-                            )
-                        )
-                        continue
+                    digest, size, too_large = hashed
                     k = known.get(f.rel)
                     if (
                         not self.refresh
@@ -289,6 +273,30 @@ class Ingestor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def _hash(
+        self, f: FoundFile, summary: IngestSummary
+    ) -> tuple[str, int, FileTooLarge | None] | None:
+        """(content hash, size, None), or for a file over its type's size bound (its size and
+        mtime as the hash, size, the failure) without reading it; None, with the file's
+        result reported, when it may not or cannot be read."""
+        try:
+            digest, size = await asyncio.to_thread(
+                f.sha256, self.parse.follow_links, file_bound(f.path.suffix)
+            )
+        except FileTooLarge as exc:  # known from its size: never read
+            return exc.stamp, exc.size, exc
+        except UnsafeFile as exc:  # a link, a FIFO, a device: never read
+            result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
+            summary.results.append(result)
+            self.report(IngestEvent("file_done", f.rel, result=result))
+            return None
+        except OSError as exc:  # vanished or unreadable since the walk
+            summary.results.append(
+                FileResult(f.rel, Outcome.FAILED, error_code=ErrorCode.IO_ERROR, error=str(exc))
+            )
+            return None
+        return digest, size, None
 
     def _ocr_for(self, rel: str) -> OcrOptions:
         """The OCR options with per-page progress reported on the event loop's thread."""
