@@ -9,9 +9,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.support.commands import pgrag_cmd
+from tests.support.kb_server import http_server
 
 NOBODY = 65534
 
@@ -86,3 +88,21 @@ def test_a_sticky_shared_parent_is_fine(dsn: str, tmp_path: Path) -> None:
     shared.chmod(0o1777)  # as /tmp: others cannot rename the home away
     (shared / "home").mkdir(mode=0o700)
     assert _status(dsn, shared / "home").returncode == 0
+
+
+def test_an_upload_into_a_folder_made_writable_since_the_start_is_refused(
+    dsn: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    env = {"PGRAG_READ_ONLY": "false", "PGRAG_TOOLSETS": "core,write", "PGRAG_HOME": str(home)}
+    with (
+        http_server(dsn, "--embedding-model", "hash/384", env=env) as server,
+        httpx2.Client(base_url=server.base, timeout=60) as api,
+    ):
+        first = api.post("/api/documents", files={"file": ("a.md", b"# A\n\nfirst", "text/plain")})
+        assert first.status_code == 202, first.text
+        (folder,) = (home / "uploads").iterdir()
+        folder.chmod(0o777)  # another user could now swap what pgrag ingests
+        r = api.post("/api/documents", files={"file": ("b.md", b"# B\n\nsecond", "text/plain")})
+        assert r.status_code == 503 and r.json()["errorCode"] == "UNSAFE_PERMISSIONS", r.text
+    assert not (folder / "b.md").exists()
