@@ -285,6 +285,15 @@ class Settings(BaseSettings):
         description="files parsed (and OCR'd) at once by one pgrag process: ingest, watch "
         "and uploads together",
     )
+    parse_max_chars: int = Field(
+        64_000_000,
+        ge=1_000_000,
+        description="characters of text one file may extract to (a small file less: "
+        "docs/ingest-limits.md); past it the file fails TOO_LARGE",
+    )
+    parse_max_chunks: int = Field(
+        100_000, ge=1_000, description="chunks one file may make; past it the file fails TOO_LARGE"
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"
     )
