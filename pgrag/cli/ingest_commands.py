@@ -199,7 +199,7 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
         if report["ocr"]:
             table.add_row("read by OCR", _ocr_line(report["ocr"]))
         for src in report["sources"]:
-            table.add_row(f"source {escape(src['name'])}", escape(_source_line(src)))
+            table.add_row(f"source {shown(src['name'])}", shown(_source_line(src)))
     out.print(table)
 
 
