@@ -50,9 +50,16 @@ class OpenVinoRunner:
     than pgrag's executors expect. Memory is released only while no request runs
     (OpenVINO refuses otherwise): by the call that asks, or by the last run to end."""
 
-    def __init__(self, graph: Path, cache: Path, threads: int, parallel: int = 1) -> None:
+    def __init__(
+        self,
+        graph: Path,
+        cache: Path,
+        threads: int,
+        parallel: int = 1,
+        precision: dict[str, str] = PRECISION,  # benchmarks/encoder.py compares others
+    ) -> None:
         config = {
-            **PRECISION,
+            **precision,
             "CACHE_DIR": str(cache),
             "NUM_STREAMS": str(parallel),
             "INFERENCE_NUM_THREADS": str(threads * parallel),
