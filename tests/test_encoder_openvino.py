@@ -198,3 +198,46 @@ async def test_doctor_says_which_engine_runs(
     else:  # a note, with how to get the faster engine
         assert "embedding with ONNX Runtime" in line.detail and line.note
         assert "`pip install openvino`" in line.detail
+
+
+BOUNDED = """
+import random, sys
+from pathlib import Path
+from pgrag.embeddings.e5.engine import load_engine
+from pgrag.settings import LocalEngine
+
+def rss_mb():
+    return int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 2**20
+
+engine = load_engine(Path(sys.argv[1]), LocalEngine.OPENVINO, 1)
+assert engine.kind == "openvino", engine.reason
+rng = random.Random(1)
+words = ["".join(rng.choice("bdglmnprst") + rng.choice("aeiou") for _ in range(2)) for _ in range(900)]
+def query(tokens):
+    engine.queries([" ".join(rng.choice(words) for _ in range(tokens // 2))])
+for i in range(20):
+    engine.queries([f"budget forecast {i} for the vendor audit"])
+for tokens in (500, 440, 380, 320, 250, 190, 150, 120, 90, 500, 440, 380):
+    query(tokens)
+plateau = rss_mb()
+for _ in range(30):
+    query(rng.randint(90, 500))
+print(rss_mb() - plateau)
+"""
+
+
+def test_queries_of_any_length_leave_memory_bounded(tmp_path: Path) -> None:
+    """OpenVINO builds and keeps kernels for every input length it sees (~1 MB each: 60
+    long queries of varying lengths grew a process by ~95 MB). Runs are padded to a few
+    bucket lengths, so memory reaches a plateau (~40 MB above idle here, once) and stays:
+    30 more queries of new lengths add nothing."""
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    grown_mb = float(done.stdout.split()[-1])
+    assert grown_mb < 15.0, grown_mb

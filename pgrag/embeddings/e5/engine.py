@@ -112,6 +112,10 @@ class OpenVinoEngine(_GraphEngine):
         openvino_core()  # not installed: fails before any file is built
         self.passage_release_above = RELEASE_ABOVE_TOKENS
         super().__init__(home, threads, query_threads)
+        # a model can compile and still fail to run (a CPU the plugin does not support):
+        # one short text through each now, so that such a failure leaves the fallback
+        self.queries(["probe"])
+        self.passages(["probe"], threads)
 
     @property
     def cache_dir(self) -> Path:

@@ -10,6 +10,7 @@ cached beside the graph (start-up 1.4 s -> 1.0 s). Telemetry is turned off befor
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -19,6 +20,11 @@ import numpy as np
 
 from pgrag.embeddings.e5.runtime import release_free_heap
 
+log = logging.getLogger("pgrag.embeddings")
+# Every new input length makes OpenVINO build (and keep) kernels for it: ~1 MB each, so
+# long queries of varying lengths (anyone can send them) grew a server by ~95 MB per 60.
+# Runs are padded to one of these lengths (padding is masked: the same vectors).
+SEQ_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512)
 PRECISION = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
 
 _core_lock = threading.Lock()
@@ -74,6 +80,11 @@ class OpenVinoRunner:
         self._cond = threading.Condition()
 
     def hidden(self, emb: np.ndarray, mask: np.ndarray, shrink: bool) -> np.ndarray:
+        seq = emb.shape[1]
+        emb, mask = pad_to_bucket(emb, mask)
+        return self._infer(emb, mask)[:, :seq]
+
+    def _infer(self, emb: np.ndarray, mask: np.ndarray) -> np.ndarray:
         with self._cond:
             while not self._free:
                 self._cond.wait()
@@ -100,5 +111,22 @@ class OpenVinoRunner:
         """Under the condition's lock: no request can start while memory is released."""
         if self._release_pending and self._busy == 0:
             self._release_pending = False
-            self._compiled.release_memory()
+            try:
+                self._compiled.release_memory()
+            except Exception as e:  # memory kept is no reason to fail an embedding
+                log.debug("OpenVINO release_memory: %s", e)
             release_free_heap()
+
+
+def pad_to_bucket(emb: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`emb` [batch, seq, hidden] and `mask` [batch, seq] padded (masked out) to the
+    smallest bucket length >= seq; longer runs unchanged."""
+    seq = emb.shape[1]
+    target = next((b for b in SEQ_BUCKETS if b >= seq), seq)
+    if target == seq:
+        return emb, mask
+    pad = target - seq
+    return (
+        np.pad(emb, ((0, 0), (0, pad), (0, 0))),
+        np.pad(mask, ((0, 0), (0, pad))),
+    )
