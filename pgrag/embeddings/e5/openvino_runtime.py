@@ -43,18 +43,13 @@ def openvino_core() -> Any:
         return _core
 
 
-def openvino_version() -> str:
-    import openvino
-
-    return str(openvino.__version__).split("-")[0]
-
-
 class OpenVinoRunner:
     """One compiled model and a pool of its infer requests. A request is not thread-safe:
     each run takes one (waiting while all are busy). The model runs `parallel` streams of
     `threads` threads, so `parallel` callers compute at once and no more threads exist
     than pgrag's executors expect. Memory is released only while no request runs
-    (OpenVINO refuses otherwise): by the call that asks, or by the last run to end."""
+    (OpenVINO refuses otherwise): by the call that asks, or by the last run to end. Runs
+    are padded to SEQ_BUCKETS lengths."""
 
     def __init__(
         self,
