@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from pgrag.db import migrations
 from pgrag.db.database import connect, resolve_dsn
 from pgrag.db.one import scalar
+from pgrag.db.roles import check_schema, may_migrate
+from pgrag.db.scope import check_scoping_possible
 from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
-from pgrag.errors import PgragError
+from pgrag.errors import PgragError, setup_error
 from pgrag.settings import Settings, load_settings
 from pgrag.store.collections import check_model, list_collections
 
@@ -31,20 +35,6 @@ def describe_database(settings: Settings, dsn: str) -> str:
 
     info = conninfo_to_dict(dsn)
     return f"{info.get('user', '?')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
-
-
-MAY_MIGRATE_SQL = """
-SELECT CASE WHEN to_regnamespace('pgrag') IS NULL
-            THEN has_database_privilege(current_database(), 'CREATE')
-            ELSE pg_has_role((SELECT nspowner FROM pg_namespace WHERE nspname = 'pgrag'),
-                             'USAGE') END
-"""
-
-
-async def _may_migrate(conn: Any) -> bool:
-    """Migrations create the schema (CREATE on the database) or change its objects (its
-    owner's privileges)."""
-    return bool((await (await conn.execute(MAY_MIGRATE_SQL)).fetchone())[0])
 
 
 async def run_checks(overrides: dict[str, Any]) -> list[Check]:
@@ -77,6 +67,11 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(migrated)
         if migrated.ok and not migrated.note and dims is not None:
             checks += await _collection_checks(conn, settings.embedding_model, dims)
+        if migrated.ok and not migrated.note and _limits_keys(settings.api_keys):
+            checks.append(await _scoped_keys_check(conn))
+    except psycopg.Error as exc:  # a privilege this role lacks: a failed check, not a crash
+        setup = setup_error(exc)
+        checks.append(Check("database", False, str(setup or exc).splitlines()[0]))
     finally:
         await conn.close()
     return checks
@@ -114,24 +109,39 @@ async def _server_checks(conn: Any) -> list[Check]:
     ]
 
 
+def _limits_keys(api_keys: str | None) -> bool:
+    """PGRAG_API_KEYS has a `key=coll1|coll2` entry (pgrag.http.auth's syntax)."""
+    return any("=" in part for part in (api_keys or "").split(","))
+
+
+async def _scoped_keys_check(conn: Any) -> Check:
+    """Collection-limited keys need pgrag_scoped, this role's membership and its grants:
+    the check `serve` makes at start-up, said before it."""
+    try:
+        await check_scoping_possible(conn)
+    except PgragError as exc:
+        return Check("collection-limited keys", False, str(exc))
+    return Check("collection-limited keys", True, "role pgrag_scoped ready")
+
+
 async def _migration_check(conn: Any) -> Check:
+    if not await may_migrate(conn):  # the app role of a DBA's set-up: current, or who fixes it
+        try:
+            await check_schema(conn)
+        except PgragError as exc:
+            return Check("migrations", False, str(exc))
+        st = await migrations.status(conn)
+        return Check("migrations", True, f"{len(st.applied)} applied, none pending")
     st = await migrations.status(conn)
     if st.pending:
         # not a failure when this role can apply them: ingest, serve and migrate do
         names = [f"{m.version:04d}_{m.name}" for m in st.pending]
         listed = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
-        if await _may_migrate(conn):
-            detail = (
-                f"{len(names)} pending ({listed}): `pgrag ingest`, `pgrag serve` and "
-                "`pgrag migrate` apply them"
-            )
-            return Check("migrations", True, detail, note=True)
         detail = (
-            f"{len(names)} pending ({listed}) and this user may not create the pgrag "
-            "schema or its objects: run `pgrag migrate` as the schema's owner or a "
-            "user with CREATE on the database"
+            f"{len(names)} pending ({listed}): `pgrag ingest`, `pgrag serve` and "
+            "`pgrag migrate` apply them"
         )
-        return Check("migrations", False, detail)
+        return Check("migrations", True, detail, note=True)
     if st.modified:
         return Check("migrations", False, f"applied files changed since: {st.modified}")
     return Check("migrations", True, f"{len(st.applied)} applied, none pending")

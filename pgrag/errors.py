@@ -23,6 +23,9 @@ class ErrorCode(StrEnum):
     PROCESSING = "PROCESSING"
     CONTENT_UNAVAILABLE = "CONTENT_UNAVAILABLE"
     DB_ERROR = "DB_ERROR"
+    # the database needs an operator: a version, privilege, role or schema version it lacks
+    # (the message names who runs what); permanent, never worth a retry
+    DB_SETUP = "DB_SETUP"
     UPSTREAM_ERROR = "UPSTREAM_ERROR"
     TIMEOUT = "TIMEOUT"
     RATE_LIMITED = "RATE_LIMITED"  # the caller's share of slow work is spent (429)
@@ -87,6 +90,13 @@ class DatabaseError(PgragError):
     code = ErrorCode.DB_ERROR
 
 
+class DatabaseSetupError(PgragError):
+    """The server, a role's privileges or the schema need an operator's fix (named in the
+    message): retrying cannot help."""
+
+    code = ErrorCode.DB_SETUP
+
+
 class UpstreamError(PgragError):
     code = ErrorCode.UPSTREAM_ERROR
 
@@ -137,8 +147,35 @@ def as_pgrag_error(exc: BaseException, trace_id: str) -> PgragError:
         return DatabaseError(
             "the database is unavailable: retry in a few seconds", detail={"retry_after_s": 5}
         )
+    if (setup := setup_error(exc)) is not None:
+        log.warning("database set-up (trace %s): %s", trace_id, setup.message)
+        return setup
     if isinstance(exc, psycopg.Error):
         log.exception("database error (trace %s)", trace_id)
         return DatabaseError(f"database error (trace {trace_id}); retry, or check the server log")
     log.exception("unexpected error (trace %s)", trace_id)
     return internal_error(trace_id)
+
+
+# the role this process works as (pgrag.db.database.prepare sets it): named in the fixes
+DATABASE_ROLE: list[str | None] = [None]
+
+
+# what a DBA must do when the database refuses pgrag's role something (SQLSTATE class 42501)
+PRIVILEGE_FIX = (
+    "the schema's owner (or a DBA) runs `pgrag migrate --app-role {role}` to grant what pgrag "
+    "needs (docs/existing-postgresql.md)"
+)
+
+
+def setup_error(exc: BaseException) -> DatabaseSetupError | None:
+    """A database error only an operator can fix, as one line naming the fix; None for
+    anything else. Privileges are the case: a role pgrag was not granted what it uses."""
+    if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    reason = (exc.diag.message_primary or str(exc)).splitlines()[0][:200]
+    role = DATABASE_ROLE[0] or "<pgrag's role>"
+    return DatabaseSetupError(
+        f"the database refused role {role}: {reason}; " + PRIVILEGE_FIX.format(role=role),
+        detail={"sqlstate": exc.sqlstate, "role": role},
+    )

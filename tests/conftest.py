@@ -155,3 +155,13 @@ def citus() -> Iterator[Any]:
 
     with citus_cluster(workers=2) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def pg15() -> Iterator[Any]:
+    """Debian's PostgreSQL 15 with pgvector 0.8.6, password authentication and the owner,
+    app and admin roles (tests/support/pg15.py), for the run."""
+    from tests.support.pg15 import pg15_server
+
+    with pg15_server() as server:
+        yield server

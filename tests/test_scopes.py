@@ -100,8 +100,8 @@ LEXICAL_SQL = (
     "SELECT c.content FROM pgrag.lexical_candidates(%s) l JOIN pgrag.chunks c ON c.id = l.chunk_id"
 )
 DIRECT_SQL = (
-    "SELECT count(*) FROM pgrag.lexical_candidates_in(%s, 100, NULL, '{}', 0.9, 0.4, 1000, 150,"
-    " NULL)"
+    "SELECT count(*) FROM pgrag.fusion_defaults() d, pgrag.lexical_candidates_in(%s, 100, NULL,"
+    " '{}', d.bm25_k1, d.bm25_b, d.candidate_budget, d.rescore_size, NULL)"
 )
 
 
@@ -160,8 +160,15 @@ async def test_only_enter_scope_opens_a_scope(two_collections: str) -> None:
             "SELECT prosrc FROM pg_proc WHERE oid = 'pgrag.collection_in_scope'::regproc"
         ).fetchone()
         policies = conn.execute(
-            "SELECT tablename, qual FROM pg_policies WHERE schemaname = 'pgrag' ORDER BY 1"
+            "SELECT tablename, qual FROM pg_policies WHERE schemaname = 'pgrag'"
+            " AND policyname = 'scoped' ORDER BY 1"
         ).fetchall()
+        # the other policies let every role but pgrag_scoped through (an app role, 0028)
+        others = conn.execute(
+            "SELECT DISTINCT qual FROM pg_policies WHERE schemaname = 'pgrag'"
+            " AND policyname <> 'scoped'"
+        ).fetchall()
+    assert others == [("(CURRENT_USER <> 'pgrag_scoped'::name)",)], others
     assert body and "pgrag.scope_ids" in body[0] and "pgrag.collections" not in body[0]
     # every policy, pgrag.collections' too, is the one function of the row's collection
     assert {t for t, _ in policies} >= set(TABLES) | {"language_sums"}

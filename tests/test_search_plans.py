@@ -6,6 +6,7 @@ documents still fills the page (iterative index scans)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.db.database import prepare
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
@@ -70,9 +72,35 @@ async def _setup(dsn: str) -> tuple[int, int]:
     return col.id, col.set_id
 
 
-@pytest.fixture(scope="module")
-def bulk(server_dsn: str, template_dsn: str) -> Iterator[Bulk]:
+@contextlib.contextmanager
+def _database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated database on the suite's server, or on PostgreSQL 15 (migrated by its owner
+    role, the way a DBA sets it up: tests/support/pg15.py; read as the superuser, like the
+    suite's server, who may LOAD auto_explain)."""
+    if request.param == "pg15":
+        server = request.getfixturevalue("pg15")
+        name = server.create_database()
+        asyncio.run(prepare(server.dsn("pgrag_owner", name)))
+        yield server.dsn("postgres", name)
+        server.drop_database(name)
+        return
+    server_dsn = request.getfixturevalue("server_dsn")
+    request.getfixturevalue("template_dsn")
     url = create_database(server_dsn)
+    yield url
+    drop_database(server_dsn, url)
+
+
+# every plan test runs on the suite's server (PostgreSQL 18) and on the oldest supported one
+@pytest.fixture(
+    scope="module", params=["suite", pytest.param("pg15", marks=pytest.mark.requires("pg15"))]
+)
+def bulk(request: pytest.FixtureRequest) -> Iterator[Bulk]:
+    with _database(request) as url:
+        yield _loaded(url)
+
+
+def _loaded(url: str) -> Bulk:
     cid, sid = asyncio.run(_setup(url))
     with psycopg.connect(url, autocommit=True) as conn:
         # bulk-build the HNSW index after loading: inserting into it row by row is slower
@@ -85,8 +113,7 @@ def bulk(server_dsn: str, template_dsn: str) -> Iterator[Bulk]:
         # VACUUM as autovacuum would after a bulk load: it also empties the GIN pending list
         # (fastupdate), which the planner otherwise costs as a scan of every pending entry
         conn.execute("VACUUM ANALYZE pgrag.documents, pgrag.chunks, pgrag.embeddings")
-    yield Bulk(url, sid, cid)
-    drop_database(server_dsn, url)
+    return Bulk(url, sid, cid)
 
 
 def query_vector(text: str) -> np.ndarray:
@@ -106,21 +133,26 @@ def test_the_corpus_is_large(bulk: Bulk) -> None:
     assert n == (DOCS * CHUNKS_PER_DOC, DOCS * EMBEDDED_PER_DOC)  # every vector distinct
 
 
-def test_lexical_leg_of_hybrid_search_uses_the_gin_index(bulk: Bulk) -> None:
-    # the legs are plpgsql: auto_explain logs the plans of the statements they run
+def nested_plans(conn: psycopg.Connection, sql: str, params: tuple[object, ...] = ()) -> str:
+    """The plans of every statement `sql` runs, nested ones included: the legs are plpgsql,
+    auto_explain logs what they execute."""
     notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'")
+    for setting in (
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "client_min_messages = log",
+    ):
+        conn.execute(f"SET {setting}")
+    conn.execute(sql, params).fetchall()
+    conn.execute("SET client_min_messages = notice")
+    return "\n".join(notices)
+
+
+def test_lexical_leg_of_hybrid_search_uses_the_gin_index(bulk: Bulk) -> None:
     with psycopg.connect(bulk.dsn) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "client_min_messages = log",
-        ):
-            conn.execute(f"SET {setting}")
-        conn.execute("SELECT * FROM pgrag.hybrid_search('topic42', NULL, 10)").fetchall()
-        conn.execute("SET client_min_messages = notice")
-        text = "\n".join(notices)
+        text = nested_plans(conn, "SELECT * FROM pgrag.hybrid_search('topic42', NULL, 10)")
         rows = conn.execute(
             "SELECT c.content FROM pgrag.hybrid_search('topic42 subject5', NULL, 100) h"
             " JOIN pgrag.chunks c ON c.id = h.chunk_id"
@@ -129,6 +161,36 @@ def test_lexical_leg_of_hybrid_search_uses_the_gin_index(bulk: Bulk) -> None:
     assert "Seq Scan on chunks" not in text, text
     assert len(rows) == 100
     assert all("topic42 " in r[0] or "subject5 " in r[0] for r in rows)
+
+
+SEARCHES = {
+    "hybrid": "SELECT * FROM pgrag.hybrid_search('topic42', %s, 10, filters => %s)",
+    "semantic": "SELECT * FROM pgrag.hybrid_search(NULL, %s, 10, filters => %s)",
+    "keyword": "SELECT * FROM pgrag.hybrid_search('topic42', NULL, 10, filters => %s)",
+    "regex": "SELECT * FROM pgrag.regex_search('topic4[2]', 10, filters => %s)",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(SEARCHES))
+@pytest.mark.parametrize("folder", [None, "f7"])
+def test_every_mode_and_filter_reads_through_indexes(
+    bulk: Bulk, mode: str, folder: str | None
+) -> None:
+    """No statement of a search scans a whole table of the corpus, with or without a folder
+    filter, on PostgreSQL 15 as on 18 (15 has no B-tree skip scan: a folder condition reaches
+    documents_folder_idx only beside a collection condition)."""
+    filters = Jsonb({"folder": folder} if folder else {})
+    params: tuple[object, ...] = (filters,)
+    if "%s, 10" in SEARCHES[mode]:
+        params = (query_vector("topic42"), filters)
+    with psycopg.connect(bulk.dsn) as conn:
+        register_vector(conn)
+        text = nested_plans(conn, SEARCHES[mode], params)
+    # regex mode finds chunks by their trigram index, then joins the few documents they
+    # belong to however is cheapest (at this size, one pass over documents)
+    tables = ("chunks", "embeddings") if mode == "regex" else ("documents", "chunks", "embeddings")
+    for table in tables:
+        assert f"Seq Scan on {table}" not in text, text
 
 
 def test_semantic_leg_uses_the_hnsw_index(bulk: Bulk) -> None:
@@ -142,8 +204,8 @@ def test_semantic_leg_uses_the_hnsw_index(bulk: Bulk) -> None:
             ("by_language", False, True),
         ):
             leg = conn.execute(
-                "SELECT pgrag.semantic_leg_sql(%s, %s, %s, %s)",
-                (bulk.set_id, DIMS, filtered_, by_language),
+                "SELECT pgrag.semantic_leg_sql(%s, %s, %s, %s, %s)",
+                (bulk.set_id, DIMS, filtered_, by_language, bulk.collection_id),
             ).fetchone()[0]
             conn.execute(f"PREPARE {name}(vector, jsonb, int, text[]) AS {leg}")
             legs[name] = name
@@ -206,7 +268,7 @@ def test_filtered_vector_search_still_fills_the_pool(bulk: Bulk) -> None:
 
 def test_each_set_gets_a_graph_denser_than_pgvectors_default(bulk: Bulk) -> None:
     """ef_construction 128, not pgvector's 64, whose graph falls short of recall@10 0.95 at a
-    million vectors (benchmarks/hnsw_graph.py)."""
+    million vectors (benchmarks/scale/hnsw_graph.py)."""
     with psycopg.connect(bulk.dsn) as conn:
         options = conn.execute(
             "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",

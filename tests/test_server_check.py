@@ -2,7 +2,7 @@ import psycopg
 import pytest
 
 from pgrag.db.database import prepare
-from pgrag.errors import DatabaseError
+from pgrag.errors import DatabaseError, DatabaseSetupError
 from tests.support.databases import with_dbname
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,7 @@ async def test_missing_privilege_for_pgvector_says_who_must_fix_it(empty_dsn: st
         conn.execute(f'REVOKE CREATE ON DATABASE "{dbname}" FROM PUBLIC')
     try:
         limited = psycopg.conninfo.make_conninfo(empty_dsn, user=role, password="pgrag-limited-pw")
-        with pytest.raises(DatabaseError, match="CREATE EXTENSION vector"):
+        with pytest.raises(DatabaseSetupError, match="CREATE EXTENSION vector"):
             await prepare(limited)
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:

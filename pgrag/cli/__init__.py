@@ -22,7 +22,7 @@ from pgrag.cli.signals import (
     was_stopped,
 )
 from pgrag.db.embedded import release_embedded
-from pgrag.errors import ConfigError, PgragError
+from pgrag.errors import ConfigError, PgragError, setup_error
 
 # commands register themselves on `cli` when imported
 from pgrag.cli import (  # noqa: F401  isort: skip
@@ -80,6 +80,9 @@ def _main(argv: list[str] | None) -> None:
     except KeyboardInterrupt:
         _stopped()
     except Exception as exc:  # never a trace for the user; the log has it at DEBUG
+        if (setup := setup_error(exc)) is not None:  # a privilege the database refused
+            click.echo(f"pgrag: {setup.code}: {setup}", err=True)
+            sys.exit(1)
         logging.getLogger("pgrag").debug("unexpected error", exc_info=True)
         click.echo(f"pgrag: INTERNAL: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -12,11 +13,14 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
-from pgrag.db import migrations
+from pgrag.db import migrations, roles
 from pgrag.db.embedded import start_embedded
+from pgrag.db.roles import RoleReport
 from pgrag.db.server_check import ServerInfo, ensure_server_ready
-from pgrag.errors import DatabaseError
+from pgrag.errors import DatabaseError, DatabaseSetupError
 from pgrag.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def resolve_dsn(settings: Settings) -> str:
@@ -40,15 +44,46 @@ async def connect(dsn: str) -> psycopg.AsyncConnection:
 async def prepare(
     dsn: str, *, run_migrations: bool = True, distributed: bool | None = None
 ) -> ServerInfo:
-    """Check the server and bring the schema up to date (`distributed`: PGRAG_DISTRIBUTED)."""
+    """Check the server and bring the schema up to date (`distributed`: PGRAG_DISTRIBUTED);
+    a role that may not migrate checks that the schema is current instead."""
     conn = await connect(dsn)
     try:
         info = await ensure_server_ready(conn)
         if run_migrations:
-            await migrations.migrate(conn, distributed=distributed)
+            report = await up_to_date(conn, distributed=distributed)
+            for note in report.notes if report else []:
+                log.info("%s", note)  # the migrate command prints them
         return info
     finally:
         await conn.close()
+
+
+async def up_to_date(
+    conn: psycopg.AsyncConnection, *, distributed: bool | None, app_role: str | None = None
+) -> RoleReport | None:
+    """Migrate and grant (roles.apply_roles) when this role may migrate, else check the
+    schema is current and granted to it (None). Privileges a migration lacks are one line
+    naming who must run what."""
+    if not await roles.may_migrate(conn):
+        await roles.check_schema(conn)
+        return None
+    try:
+        applied = await migrations.migrate(conn, distributed=distributed)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise migration_refused(exc) from exc
+    report = await roles.apply_roles(conn, app_role)
+    report.applied = applied
+    return report
+
+
+def migration_refused(exc: psycopg.errors.InsufficientPrivilege) -> DatabaseSetupError:
+    reason = (exc.diag.message_primary or str(exc)).splitlines()[0]
+    fix = (
+        "a superuser runs CREATE EXTENSION vector; CREATE EXTENSION pg_trgm; in this database"
+        if "extension" in reason
+        else "run `pgrag migrate --app-role <app role>` as the database's owner or a DBA"
+    )
+    return DatabaseSetupError(f"migrating the pgrag schema was refused: {reason}; {fix}")
 
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:

@@ -24,8 +24,11 @@ from pgrag.db.one import scalar
 MIGRATION_LOCK_KEY = 0x70677261_67000001  # "pgrag" + 1: one lock for every pgrag database
 FILE_PATTERN = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
+# only when missing: CREATE SCHEMA IF NOT EXISTS checks CREATE on the database first, which
+# the owner of a schema a DBA created for it need not have
+CREATE_SCHEMA_SQL = "CREATE SCHEMA IF NOT EXISTS pgrag"
+SCHEMA_EXISTS_SQL = "SELECT to_regnamespace('pgrag') IS NOT NULL"
 CREATE_TABLE_SQL = """
-CREATE SCHEMA IF NOT EXISTS pgrag;
 CREATE TABLE IF NOT EXISTS pgrag.schema_migrations (
     version    int PRIMARY KEY,
     name       text NOT NULL,
@@ -175,6 +178,8 @@ async def migrate(
     await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
     try:
         async with conn.transaction():
+            if not await scalar(conn, SCHEMA_EXISTS_SQL):
+                await conn.execute(CREATE_SCHEMA_SQL)
             await conn.execute(CREATE_TABLE_SQL)
             for version, old in RESHAPED.items():
                 await conn.execute(
@@ -185,7 +190,7 @@ async def migrate(
         done = []
         for migration in (await status(conn)).pending:
             async with conn.transaction():
-                await conn.execute(migration.sql.encode())
+                await conn.execute(_runnable(migration).encode())
                 await conn.execute(
                     RECORD_SQL, (migration.version, migration.name, migration.checksum)
                 )
@@ -196,6 +201,14 @@ async def migrate(
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+
+def _runnable(migration: Migration) -> str:
+    """The text to run: 0001's own CREATE SCHEMA IF NOT EXISTS goes (the runner created the
+    schema or found it), as it would check CREATE on the database even when it exists."""
+    if migration.version == 1:
+        return migration.sql.replace("CREATE SCHEMA IF NOT EXISTS pgrag;", "", 1)
+    return migration.sql
 
 
 def _checksum_of(version: int) -> str:

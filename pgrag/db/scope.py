@@ -105,10 +105,15 @@ async def scoped_connection(
 
 
 SCOPING_IMPOSSIBLE = (
-    "PGRAG_API_KEYS limits keys to collections, which needs the role pgrag_scoped: run "
-    "`pgrag migrate` once as a user with CREATEROLE (or CREATE ROLE pgrag_scoped NOLOGIN; "
-    "GRANT pgrag_scoped TO <pgrag user>;), then start again"
+    "PGRAG_API_KEYS limits keys to collections, which needs the role pgrag_scoped and "
+    "{role}'s membership in it: a role with CREATEROLE runs `pgrag migrate --app-role "
+    "{role}` (docs/existing-postgresql.md), then start again"
 )
+SCOPED_UNGRANTED = (
+    "PGRAG_API_KEYS limits keys to collections, and the role pgrag_scoped lacks its "
+    "privileges on pgrag's tables: the schema's owner runs `pgrag migrate --app-role {role}`"
+)
+SCOPED_GRANTED_SQL = "SELECT pgrag.scoped_role_granted()"
 SCOPING_IMPOSSIBLE_ON_CLUSTER = (
     "PGRAG_API_KEYS limits keys to collections: on a Citus cluster the role pgrag_scoped "
     "must be able to log in to the workers: run `PGRAG_DISTRIBUTED=true pgrag migrate` as a "
@@ -122,8 +127,11 @@ async def check_scoping_possible(conn: psycopg.AsyncConnection) -> None:
     LOGIN): refuse to start without it (a configuration error, exit 2) rather than serve
     keys whose limits could not be kept or whose every request would fail."""
     ok = await scalar(conn, CAN_SCOPE_SQL)
+    role = await scalar(conn, "SELECT current_user")
     if not ok:
-        raise ConfigError(SCOPING_IMPOSSIBLE)
+        raise ConfigError(SCOPING_IMPOSSIBLE.format(role=role))
+    if not await scalar(conn, SCOPED_GRANTED_SQL):
+        raise ConfigError(SCOPED_UNGRANTED.format(role=role))
     if await scalar(conn, CLUSTER_CANNOT_SCOPE_SQL) and await scalar(
         conn, DISTRIBUTED_DOCUMENTS_SQL
     ):

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
@@ -29,9 +31,11 @@ HTTP_STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.TOO_LARGE: 413,
     ErrorCode.PROCESSING: 202,
     ErrorCode.CONTENT_UNAVAILABLE: 409,
     ErrorCode.DB_ERROR: 503,
+    ErrorCode.DB_SETUP: 500,  # an operator must act (the message says what): no Retry-After
     ErrorCode.UPSTREAM_ERROR: 502,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.TIMEOUT: 504,
@@ -208,4 +212,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
     app.add_exception_handler(ValidationError, _model_validation)  # type: ignore[arg-type]
+    # failures mapped to a stable code are handled here, not by the catch-all: Starlette
+    # re-raises what its `Exception` handler answered, and the server logged it once more
+    for mapped in (psycopg.Error, TimeoutError, PoolTimeout):
+        app.add_exception_handler(mapped, _unexpected)
     app.add_exception_handler(Exception, _unexpected)

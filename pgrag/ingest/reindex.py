@@ -133,7 +133,7 @@ class _Run:
 
 
 async def _drop_index(conn: psycopg.AsyncConnection, set_id: int, *, concurrently: bool) -> None:
-    await store.drop_index(conn, index_name(set_id), concurrently=concurrently)
+    await store.drop_index(conn, index_name(set_id), set_id, concurrently=concurrently)
 
 
 async def prepare_set(

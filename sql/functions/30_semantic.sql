@@ -41,11 +41,17 @@ $$;
 -- recall@10 at ef_search 633 is 0.976 against 0.942 (benchmarks/hnsw_graph.py), for a build
 -- 1.8x as long; m 24 or 32 gain no more recall and cost more.
 CREATE OR REPLACE FUNCTION pgrag.ensure_embedding_index(p_set_id bigint) RETURNS text
-LANGUAGE plpgsql AS $$
+-- SECURITY DEFINER: the application role (80_grants.sql) creates sets but does not own
+-- pgrag.embeddings; the index is created as the owner, with pgvector's types found in the
+-- extension's own schema only.
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     dims int;
     idx  text := format('embeddings_hnsw_%s', p_set_id);
 BEGIN
+    PERFORM set_config('search_path', format('pg_catalog, %I, pg_temp',
+        (SELECT n.nspname FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
+         WHERE x.extname = 'vector')), true);
     SELECT dimensions INTO dims FROM pgrag.embedding_sets WHERE id = p_set_id;
     IF dims IS NULL THEN
         RAISE EXCEPTION 'no embedding set %', p_set_id USING ERRCODE = 'no_data_found';

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import citus
+from tests.support import citus, pg15
 
 JS = Path(__file__).resolve().parents[1] / "js"
 # the Node the pinned JS tools need (>= 22), installed by `npm ci` as a package: Debian's own
@@ -99,6 +99,13 @@ PREREQUISITES = {
             "the repository)",
             _citus,
         ),
+        Prerequisite(
+            "pg15",
+            "the PostgreSQL 15 tests (every test using the `pg15` fixture)",
+            "apt-get install postgresql-15 postgresql-server-dev-15, then scripts/pg15_pgvector.sh "
+            "(builds pgvector from ../shared/vendor)",
+            pg15.available,
+        ),
     )
 }
 
@@ -109,10 +116,12 @@ def missing(name: str) -> bool:
 
 
 def needed(item: pytest.Item) -> list[Prerequisite]:
-    """The pieces a test declares with `@pytest.mark.requires(name)`, Citus by its fixture."""
+    """The pieces a test declares with `@pytest.mark.requires(name)`, Citus and PostgreSQL 15
+    by their fixtures."""
     names = [n for mark in item.iter_markers("requires") for n in mark.args]
-    if "citus" in getattr(item, "fixturenames", ()):
-        names.append("citus")
+    for fixture in ("citus", "pg15"):
+        if fixture in getattr(item, "fixturenames", ()):
+            names.append(fixture)
     return [PREREQUISITES[n] for n in dict.fromkeys(names)]
 
 

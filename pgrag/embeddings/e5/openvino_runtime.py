@@ -57,7 +57,7 @@ class OpenVinoRunner:
         cache: Path,
         threads: int,
         parallel: int = 1,
-        precision: dict[str, str] = PRECISION,  # benchmarks/encoder.py compares others
+        precision: dict[str, str] = PRECISION,  # benchmarks/ingest/encoder.py compares others
     ) -> None:
         config = {
             **precision,

@@ -1,0 +1,114 @@
+"""pgrag next to a DBA's PostgreSQL 15 (tests/support/pg15.py): the owner migrates and
+grants an application role; the app role, an ordinary login role without CREATE on the
+database, ingests, searches in every mode, reindexes and serves collection-limited keys,
+which a role with CREATEROLE enables after the first migration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.support.kb_server import http_server
+from tests.support.pg15 import Pg15, drop_scoped_role, one_line, pgrag_as
+from tests.support.servers import free_port
+
+
+@pytest.fixture
+def database(pg15: Pg15) -> Iterator[str]:
+    """A database owned by pgrag_owner, `vector` created by the DBA, no pgrag_scoped yet."""
+    drop_scoped_role(pg15)
+    name = pg15.create_database()
+    yield name
+    pg15.drop_database(name)
+    drop_scoped_role(pg15)
+
+
+def _folders(tmp: Path) -> dict[str, Path]:
+    texts = {
+        "alpha": {"zebra.md": "# Zebras\n\nZebras graze on the savanna grass in herds.\n"},
+        "beta": {"okapi.md": "# Okapis\n\nOkapis hide deep in the rainforest of Congo.\n"},
+    }
+    out = {}
+    for collection, files in texts.items():
+        out[collection] = tmp / collection
+        out[collection].mkdir()
+        for name, text in files.items():
+            (out[collection] / name).write_text(text, encoding="utf-8")
+    return out
+
+
+def test_the_owner_migrates_and_the_app_role_does_the_work(
+    pg15: Pg15, database: str, tmp_path: Path
+) -> None:
+    owner, app = pg15.dsn("pgrag_owner", database), pg15.dsn("pgrag_app", database)
+    done = pgrag_as(owner, "migrate", "--app-role", "pgrag_app")
+    assert done.returncode == 0, done.stderr
+    assert "granted pgrag_app what pgrag needs" in done.stdout
+    # the owner may not create roles: said once, with who can
+    assert "pgrag_scoped" in done.stderr and "CREATEROLE" in done.stderr, done.stderr
+    for collection, folder in _folders(tmp_path).items():
+        ingested = pgrag_as(app, "ingest", "-q", "-c", collection, str(folder))
+        assert ingested.returncode == 0, ingested.stderr
+    for mode, query in (
+        ("hybrid", "zebras savanna"),
+        ("semantic", "zebras savanna"),
+        ("keyword", "zebras"),
+        ("exact", "zebras"),
+        ("regex", "Zebra[s]"),
+    ):
+        found = pgrag_as(app, "search", query, "--mode", mode, "--json")
+        assert found.returncode == 0, (mode, found.stderr)
+        assert "zebra.md" in found.stdout, (mode, found.stdout)
+    again = pgrag_as(owner, "migrate", "--app-role", "pgrag_app")  # idempotent
+    assert again.returncode == 0 and "applied" not in again.stdout, again
+    reindexed = pgrag_as(
+        app, "reindex", "--collection", "alpha", "--model", "hash/256", "--drop-old"
+    )
+    assert reindexed.returncode == 0, reindexed.stderr
+    found = pgrag_as(
+        app, "--embedding-model", "hash/256", "search", "zebras", "-c", "alpha", "--mode",
+        "semantic", "--json",
+    )  # fmt: skip
+    assert found.returncode == 0 and "zebra.md" in found.stdout, found
+
+
+def test_a_scoped_key_enabled_after_the_first_migration(
+    pg15: Pg15, database: str, tmp_path: Path
+) -> None:
+    owner, app = pg15.dsn("pgrag_owner", database), pg15.dsn("pgrag_app", database)
+    assert pgrag_as(owner, "migrate", "--app-role", "pgrag_app").returncode == 0
+    for collection, folder in _folders(tmp_path).items():
+        assert pgrag_as(app, "ingest", "-q", "-c", collection, str(folder)).returncode == 0
+    keys = {"PGRAG_API_KEYS": "full-key,alpha-key=alpha"}
+    port = str(free_port())
+    refused = pgrag_as(app, "serve", "--transport", "http", "--port", port, env=keys)
+    assert refused.returncode == 2, refused.stderr  # a configuration error, before serving
+    line = one_line(refused)
+    assert "pgrag_scoped" in line and "pgrag migrate --app-role pgrag_app" in line, line
+    doctor = pgrag_as(app, "doctor", env=keys)
+    assert doctor.returncode == 1
+    assert any(
+        "FAIL collection-limited keys" in x and "CREATEROLE" in x
+        for x in doctor.stderr.splitlines()
+    ), doctor.stderr
+    # a DBA with CREATEROLE (who neither owns the schema nor may migrate it) enables them
+    enabled = pgrag_as(pg15.dsn("pgrag_admin", database), "migrate", "--app-role", "pgrag_app")
+    assert enabled.returncode == 0, enabled.stderr
+    assert "pgrag_scoped ready" in enabled.stdout, enabled.stdout
+    doctor = pgrag_as(app, "doctor", env=keys)
+    assert doctor.returncode == 0, doctor.stderr
+    assert "ok   collection-limited keys" in doctor.stderr, doctor.stderr
+    with http_server(app, "--embedding-model", "hash/384", env=keys) as server:
+        for key, expected in (("alpha-key", {"zebra.md"}), ("full-key", {"zebra.md", "okapi.md"})):
+            r = httpx2.get(
+                f"{server.base}/api/search",
+                params={"q": "zebras okapis", "mode": "keyword", "limit": 10},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+            names = {h["path"].rsplit("/", 1)[-1] for h in r.json()["results"]}
+            assert names == expected, (key, r.json())
