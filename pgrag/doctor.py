@@ -50,8 +50,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
             "configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"
         )
     ]
-    model_check, dims = await _embedding_check(settings)
-    checks.append(model_check)
+    model_checks, dims = await _embedding_check(settings)
+    checks += model_checks
     try:
         dsn = resolve_dsn(settings)
         conn = await connect(dsn)
@@ -80,16 +80,19 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
     return checks
 
 
-async def _embedding_check(settings: Settings) -> tuple[Check, int | None]:
-    """The model loads and answers; its dimensions, for the collections' check."""
+async def _embedding_check(settings: Settings) -> tuple[list[Check], int | None]:
+    """The model loads and answers; its dimensions, for the collections' check; which
+    engine runs it in process, and how to get the faster one."""
     try:
         provider = make_provider(settings)
         dims = int((await provider.embed_query("doctor probe")).shape[0])
-        check = Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")
+        checks = [Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")]
+        if (engine := provider.engine_note()) is not None:
+            checks.append(Check("embedding engine", True, engine.reason, note=not engine.fastest))
         await provider.aclose()
-        return check, dims
+        return checks, dims
     except Exception as exc:
-        return Check("embedding model", False, str(exc)), None
+        return [Check("embedding model", False, str(exc))], None
 
 
 async def _server_checks(conn: Any) -> list[Check]:

