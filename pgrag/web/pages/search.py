@@ -4,7 +4,6 @@ ranking. A GET form: every search has a URL that reproduces it."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends
@@ -13,7 +12,6 @@ from fastapi.responses import Response
 from pgrag.search.flat import flat_values, from_flat
 from pgrag.search.models import SearchScope
 from pgrag.search.modes import SearchMode
-from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
@@ -51,10 +49,8 @@ async def search_page(view: Page) -> Response:
     # the form's fields, and any other field of the search request the URL names
     req = from_flat({**flat_values(params.getlist), **form}, explain=True)
     caller = view.signed_in
-    page = await asyncio.wait_for(
-        view.context.search.search(req, collection_scope=caller.scope, caller=caller.name),
-        SEARCH_TIMEOUT_S,
-    )
+    # under the guard of every console route (view_of): the caller's share, the time limit
+    page = await view.context.search.search(req, collection_scope=caller.scope, caller=caller.name)
     data = page.data
     values.update(data=data, keywords=_keywords(data.results))
     if data.search_id is not None and req.spec.replayable and req.scope == "chunks":
