@@ -68,9 +68,16 @@ def test_an_app_role_without_grants_or_behind_the_schema(pg15: Pg15, database: s
     _refused(pgrag_as(app, "search", "anything"), "has no access to the pgrag schema", fix)
     doctor = pgrag_as(app, "doctor")
     assert doctor.returncode == 1 and "INTERNAL" not in doctor.stderr, doctor.stderr
+    with psycopg.connect(owner, autocommit=True) as conn:  # a DBA's read-only grant
+        conn.execute("GRANT USAGE ON SCHEMA pgrag TO pgrag_admin")
+        conn.execute("GRANT SELECT ON pgrag.documents TO pgrag_admin")
     assert pgrag_as(owner, "migrate", "--app-role", "pgrag_app").returncode == 0
     assert pgrag_as(app, "search", "anything").returncode == 0
     with psycopg.connect(pg15.dsn(dbname=database), autocommit=True) as conn:
+        # later migrates re-grant the app roles they granted, and leave other grants alone
+        writable = "SELECT has_table_privilege(%s, 'pgrag.chunks', 'INSERT')"
+        assert conn.execute(writable, ("pgrag_admin",)).fetchone() == (False,)
+        assert conn.execute(writable, ("pgrag_app",)).fetchone() == (True,)
         newest = conn.execute("SELECT max(version) FROM pgrag.schema_migrations").fetchone()[0]
         conn.execute("DELETE FROM pgrag.schema_migrations WHERE version = %s", (newest,))
         older = conn.execute("SELECT max(version) FROM pgrag.schema_migrations").fetchone()[0]
