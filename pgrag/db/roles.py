@@ -125,12 +125,11 @@ async def _grant_tables(
         str(r) for (r,) in await (await conn.execute("SELECT pgrag.granted_app_roles()")).fetchall()
     ]
     report.app_roles = list(dict.fromkeys([*([app_role] if app_role else []), *known]))
-    for role in report.app_roles:
-        if await scalar(conn, "SELECT pgrag.app_role_granted(%s)", (role,)):
-            continue
-        if owner:
+    for role in report.app_roles:  # the one asked for always (recorded), others if needed
+        granted = await scalar(conn, "SELECT pgrag.app_role_granted(%s)", (role,))
+        if owner and (role == app_role or not granted):
             await conn.execute("SELECT pgrag.grant_app_role(%s)", (role,))
-        else:
+        elif not owner and not granted:
             owner_name = await scalar(conn, SCHEMA_OWNER_SQL)
             report.notes.append(
                 f"{me} does not own the pgrag schema and cannot grant {role} its tables: "

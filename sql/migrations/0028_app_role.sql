@@ -23,11 +23,3 @@ CREATE POLICY unscoped ON pgrag.bm25_collection_sums FOR ALL TO PUBLIC
     USING (current_user <> 'pgrag_scoped') WITH CHECK (current_user <> 'pgrag_scoped');
 CREATE POLICY unscoped ON pgrag.bm25_term_sums FOR ALL TO PUBLIC
     USING (current_user <> 'pgrag_scoped') WITH CHECK (current_user <> 'pgrag_scoped');
-
--- The application roles `pgrag migrate --app-role` granted (sql/functions/80_grants.sql):
--- every later migrate re-grants them, and only them, so that a table a later migration adds
--- reaches them (a role the DBA granted something else in the schema is left alone).
-CREATE TABLE pgrag.app_roles (
-    role_name  name PRIMARY KEY,
-    granted_at timestamptz NOT NULL DEFAULT now()
-);
