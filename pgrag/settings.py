@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from functools import cached_property
@@ -136,8 +137,8 @@ class Settings(BaseSettings):
     )
     oauth_loopback_clients: bool = Field(
         False,
-        description="accept OAuth client ID metadata documents over plain HTTP on loopback "
-        "(tests and local development; otherwise HTTPS only)",
+        description="accept OAuth client ID metadata documents from loopback hosts, plain "
+        "HTTP too (tests and local development; otherwise HTTPS from public hosts only)",
     )
     oauth_issuer: str | None = Field(
         None,
@@ -155,7 +156,19 @@ class Settings(BaseSettings):
         3600, ge=60, le=86400, description="seconds an OAuth access token lives"
     )
     oauth_refresh_ttl: int = Field(
-        30 * 86400, ge=3600, le=365 * 86400, description="seconds an OAuth refresh token lives"
+        30 * 86400,
+        ge=3600,
+        le=365 * 86400,
+        description="seconds an OAuth grant lives from its consent: refreshing never extends it",
+    )
+    oauth_registrations_per_hour: int = Field(
+        30, ge=1, le=100_000, description="OAuth client registrations one address may make an hour"
+    )
+    oauth_max_unused_clients: int = Field(
+        1000,
+        ge=10,
+        le=1_000_000,
+        description="OAuth clients not yet approved that are kept (each is forgotten after a day)",
     )
     search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
     regex_timeout_ms: int = Field(
@@ -177,6 +190,11 @@ class Settings(BaseSettings):
         le=1,
         description="share of time one HTTP caller's slow calls may take; past it, its next call"
         " waits while other callers' calls run (0: off)",
+    )
+    trusted_proxies: str | None = Field(
+        None,
+        description="comma list of proxy addresses or networks (`10.0.0.5`, `10.0.0.0/8`) whose"
+        " `X-Forwarded-For` names the caller; unset: none, a caller is its peer address",
     )
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(
@@ -306,6 +324,18 @@ class Settings(BaseSettings):
         if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
             raise ValueError("must be an origin such as https://rag.example.com (no path)")
         return value.rstrip("/")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str | None) -> str | None:
+        """Addresses or networks only: `*` would let any peer name itself anyone."""
+        names = [n.strip() for n in (value or "").split(",") if n.strip()]
+        for name in names:
+            try:
+                ipaddress.ip_network(name, strict=False)
+            except ValueError:
+                raise ValueError(f"{name!r} is not an IP address or network") from None
+        return ",".join(names) or None
 
     @field_validator("toolsets")
     @classmethod

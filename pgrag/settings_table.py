@@ -1,9 +1,15 @@
-"""The README's configuration table, generated from the settings model: `python -m
-pgrag.settings_table` prints it (tests/test_readme.py keeps the README in step)."""
+"""The configuration table of docs/configuration.md, generated from the settings model:
+`python -m pgrag.settings_table` rewrites it there (tests/test_readme.py keeps it in step)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from pgrag.settings import Settings
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
 def default_text(name: str) -> str:
@@ -23,7 +29,7 @@ def default_text(name: str) -> str:
 
 
 def configuration_table() -> str:
-    """The README's configuration table, generated from the settings model."""
+    """The configuration table, generated from the settings model."""
     lines = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
@@ -32,5 +38,18 @@ def configuration_table() -> str:
     return "\n".join(lines)
 
 
+def with_table(page: str) -> str:
+    """The page with the text between its markers replaced by the generated table."""
+    head, found, rest = page.partition(START)
+    _, found_end, tail = rest.partition(END)
+    if not (found and found_end):
+        raise ValueError(f"{PAGE} lost its markers {START} … {END}")
+    return f"{head}{START}\n{configuration_table()}\n{END}{tail}"
+
+
 if __name__ == "__main__":
-    print(configuration_table())
+    if not PAGE.exists():  # an installed package: no docs beside it
+        print(configuration_table())
+        sys.exit(0)
+    PAGE.write_text(with_table(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote the configuration table to {PAGE}")

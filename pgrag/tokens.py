@@ -64,3 +64,11 @@ def count_tokens_many(texts: list[str]) -> list[int]:
     """Many short texts (tiktoken's batch API is slower for those: thread hand-offs)."""
     encode = encoding().encode_ordinary
     return [len(encode(t)) for t in texts]
+
+
+def cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
+    """The text, or its first `limit` tokens when longer (and whether it was cut)."""
+    tokens = encoding().encode_ordinary(text)
+    if len(tokens) <= limit:
+        return text, False
+    return encoding().decode(tokens[:limit]), True

@@ -57,8 +57,8 @@ terms AS (
 matching AS (SELECT s.* FROM scope s WHERE s.tsv @@ pgrag.lexical_query(%(q)s))
 SELECT m.id, sum(pgrag.bm25_score(pgrag.term_frequency(ts_rank('{1,1,1,1}', m.tsv, t.term)),
                                   t.idf, length(m.tsv), (SELECT avg(length(x.tsv)) FROM matching x),
-                                  0.9, 0.4)) FILTER (WHERE m.tsv @@ t.term)
-FROM matching m CROSS JOIN terms t GROUP BY m.id
+                                  d.bm25_k1, d.bm25_b)) FILTER (WHERE m.tsv @@ t.term)
+FROM matching m CROSS JOIN terms t CROSS JOIN pgrag.fusion_defaults() d GROUP BY m.id
 """
 SEARCH_SQL = "SELECT chunk_id, score FROM pgrag.lexical_candidates(%s, 100, %s::bigint[])"
 

@@ -1,4 +1,4 @@
-"""The ingestion benchmark's generated knowledge base (benchmarks/kbgen.py): the same bytes
+"""The ingestion benchmark's generated knowledge base (benchmarks/ingest/kbgen.py): the same bytes
 from the same seed, every format and language asked for, each file readable by pgrag, and
 the planted code in the last file walked only."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "ingest"))
 import kbgen
 
 from pgrag.ingest.prepare import prepare_file

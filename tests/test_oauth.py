@@ -101,16 +101,70 @@ async def mcp_error(server: HttpServer, token: str, tool: str, args: dict[str, A
     return (result.structured_content or {}).get("error") if result.is_error else None
 
 
+async def tools_listed(server: HttpServer, token: str) -> set[str]:
+    async with (
+        httpx2.AsyncClient(headers=bearer(token), timeout=60) as hc,
+        Client(streamable_http_client(server.mcp_url, http_client=hc)) as client,
+    ):
+        return {t.name for t in (await client.list_tools()).tools}
+
+
+def raw_tool_call(server: HttpServer, token: str, tool: str, args: dict[str, Any]) -> Any:
+    """tools/call as one stateless Streamable HTTP POST: the HTTP answer itself."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": args},
+    }
+    headers = {**bearer(token), "Accept": "application/json, text/event-stream"}
+    headers["MCP-Protocol-Version"] = "2025-06-18"
+    return httpx2.post(server.mcp_url, json=message, headers=headers, timeout=60)
+
+
 @pytest.mark.anyio
 async def test_read_token_cannot_call_write_tools(oauth_http: HttpServer, flow: Flow) -> None:
+    """A read grant never sees the write tools, and calling one anyway is HTTP 403 with
+    the step-up challenge (docs/oauth.md), not a 200 carrying a tool error."""
     args = {"document_id": "00000000-0000-0000-0000-000000000000"}
     reader = flow.tokens(access="read")["access_token"]
-    error = await mcp_error(oauth_http, reader, "delete_document", args)
-    assert error["code"] == "FORBIDDEN"
-    assert error["detail"] == {"error": "insufficient_scope", "scope": "pgrag:write"}
+    listed = await tools_listed(oauth_http, reader)
+    assert "search" in listed and "find_documents" in listed
+    assert not listed & {"save_document", "update_document", "delete_document"}
+    r = raw_tool_call(oauth_http, reader, "delete_document", args)
+    assert r.status_code == 403, r.text
+    challenge = r.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge and 'scope="pgrag:write"' in challenge
+    assert r.json()["error"]["data"] == {
+        "code": "FORBIDDEN",
+        "error": "insufficient_scope",
+        "scope": "pgrag:write",
+    }
     writer = flow.tokens(access="write")["access_token"]
+    assert "delete_document" in await tools_listed(oauth_http, writer)
     error = await mcp_error(oauth_http, writer, "delete_document", args)
     assert error["code"] == "NOT_FOUND"  # past the scope check
+
+
+def test_read_token_cannot_call_write_tools_over_legacy_sse(
+    oauth_http: HttpServer, flow: Flow
+) -> None:
+    """POST /messages is refused before any session lookup: 403 with the challenge."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "delete_document", "arguments": {"document_id": "x"}},
+    }
+    url = oauth_http.base + "/messages/?session_id=" + "0" * 32
+    reader = flow.tokens(access="read")["access_token"]
+    r = httpx2.post(url, json=message, headers=bearer(reader))
+    assert r.status_code == 403
+    assert 'error="insufficient_scope"' in r.headers["www-authenticate"]
+    search = {**message, "params": {"name": "search", "arguments": {"query": "x"}}}
+    assert httpx2.post(url, json=search, headers=bearer(reader)).status_code != 403
+    writer = flow.tokens(access="write")["access_token"]
+    assert httpx2.post(url, json=message, headers=bearer(writer)).status_code != 403
 
 
 def test_admin_password_signs_in_and_manages_clients(flow: Flow) -> None:

@@ -164,10 +164,11 @@ def test_status_says_ocr_read_the_pages(ingested: tuple[str, Path]) -> None:
 
 async def _metadata_and_listing(dsn: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from pgrag.services import documents as docs
+    from pgrag.store.catalog import documents
 
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         doc = await docs.resolve(conn, "screenshot.png", None)
-        rows = await docs.list_documents(
+        rows = await documents(
             conn, None, folder=None, file_type=None, status=None, offset=0, limit=10
         )
     return docs.metadata(doc), rows

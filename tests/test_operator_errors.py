@@ -1,5 +1,5 @@
 """Set-up mistakes an operator makes, each answered in one line with a documented exit code
-(README, "Exit codes"): no traceback, no INTERNAL, and the variable or package to fix."""
+(docs/operations.md, "Exit codes"): no traceback, no INTERNAL, and the variable or package to fix."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ FILES = {
     "mint.md": "# Mint\n\nMint grows fast in the garden; mint tea is fresh and needs no milk.\n",
 }
 QUERY = "boiling water for tea"
-BM25 = {"bm25_k1": 0.9, "bm25_b": 0.4, "candidate_budget": 1000.0, "rescore_size": 150}
+BM25 = ("bm25_k1", "bm25_b", "candidate_budget", "rescore_size")
+DEFAULTS_SQL = "SELECT bm25_k1, bm25_b, candidate_budget, rescore_size FROM pgrag.fusion_defaults()"
 SCORES_SQL = "SELECT chunk_id, lexical_score FROM pgrag.explain_search(%s) ORDER BY rank"
 TODAY_SQL = "SELECT chunk_id, lexical_score FROM pgrag.hybrid_search(%s, NULL, 10) ORDER BY rank"
 
@@ -56,10 +57,12 @@ async def test_explain_search_replays_bm25_parameters_after_the_defaults_change(
         row = conn.execute("SELECT params FROM pgrag.search_log WHERE id = %s", (search_id,))
         params = row.fetchone()
         assert params is not None
-        assert {k: params[0][k] for k in BM25} == BM25
+        defaults = dict(zip(BM25, conn.execute(DEFAULTS_SQL).fetchone() or (), strict=True))
+        assert {k: params[0][k] for k in BM25} == defaults
         assert conn.execute(SCORES_SQL, (search_id,)).fetchall() == list(scores.items())
         # other BM25 defaults, as a later release might ship them
-        replace_fusion_defaults(conn, bm25_k1=2.0, bm25_b=1.0, candidate_budget=1, rescore_size=1)
+        k1, b = defaults["bm25_k1"] * 2 + 0.1, 1.0 if defaults["bm25_b"] != 1.0 else 0.5
+        replace_fusion_defaults(conn, bm25_k1=k1, bm25_b=b, candidate_budget=1, rescore_size=1)
         replayed = conn.execute(SCORES_SQL, (search_id,)).fetchall()
         today = conn.execute(TODAY_SQL, (QUERY,)).fetchall()
     # the logged search, replayed after the change: its own parameters, the same scores

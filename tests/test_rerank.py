@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import subprocess
+import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -144,6 +145,29 @@ async def test_the_models_order_is_applied_and_explained(
     assert [f["chunk_id"] for f in figures] == ids(page)
     assert [f["fused_rank"] for f in figures] == list(range(NOTES, 0, -1))
     assert "rerank_ms" in timings
+
+
+async def test_the_models_call_holds_no_pooled_connection(
+    pool: AsyncConnectionPool, reranker: FakeReranker
+) -> None:
+    """While the model answers, every connection of the pool is free for other callers:
+    the candidates are read first, the page after."""
+    reranker.fault.hold = threading.Event()
+    task = asyncio.create_task(search(service(pool, reranker), limit=NOTES))
+    for _ in range(1500):  # until the model has the candidates (it does not answer yet)
+        if reranker.requests:
+            break
+        await asyncio.sleep(0.02)
+    try:
+        async with pool.connection(timeout=10) as a, pool.connection(timeout=10) as b:
+            assert (await (await a.execute("SELECT 1")).fetchone()) == (1,)
+            assert (await (await b.execute("SELECT 1")).fetchone()) == (1,)
+        assert not task.done()
+    finally:
+        reranker.fault.hold.set()
+    page = await task
+    assert page.data.results[0].explain is not None
+    assert page.data.results[0].explain.rerank_rank == 1
 
 
 @pytest.mark.parametrize(

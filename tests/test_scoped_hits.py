@@ -2,7 +2,7 @@
 term and a common one past the budget still fills its pool, and a key limited to a
 collection finds the same chunks as the unscoped search filtered to that collection,
 whether or not ANALYZE ran (every caller ranks terms by the sums' exact df) and whichever
-terms generate candidates (per query on scale.py's corpus: benchmarks/scoped_hits.py)."""
+terms generate candidates (per query on scale.py's corpus: benchmarks/scale/scoped_hits.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 QUERY = "zircon harbour"
 BUDGET = 10  # the common term's postings (60) are past it, the rare term's (2) within
-# keyword mode, as benchmarks/scale.py searches
+# keyword mode, as benchmarks/scale/scale.py searches
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
     %(query)s, NULL, 10, %(collections)s, '{}', lexical_weight => 1, semantic_weight => 0,

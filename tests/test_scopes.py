@@ -100,8 +100,8 @@ LEXICAL_SQL = (
     "SELECT c.content FROM pgrag.lexical_candidates(%s) l JOIN pgrag.chunks c ON c.id = l.chunk_id"
 )
 DIRECT_SQL = (
-    "SELECT count(*) FROM pgrag.lexical_candidates_in(%s, 100, NULL, '{}', 0.9, 0.4, 1000, 150,"
-    " NULL)"
+    "SELECT count(*) FROM pgrag.fusion_defaults() d, pgrag.lexical_candidates_in(%s, 100, NULL,"
+    " '{}', d.bm25_k1, d.bm25_b, d.candidate_budget, d.rescore_size, NULL)"
 )
 
 

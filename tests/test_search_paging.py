@@ -25,8 +25,8 @@ from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
-from pgrag.services import documents as docs
 from pgrag.settings import load_settings
+from pgrag.store.pages import extracted_text
 from pgrag.tokens import count_tokens
 from tests.support.databases import create_database, drop_database
 
@@ -206,7 +206,7 @@ def test_full_content_is_the_whole_document_text_cut_to_the_budget(
 
     async def whole(doc_id: str) -> str:
         async with service.pool.connection() as conn:
-            return await docs.extracted_text(conn, doc_id)
+            return await extracted_text(conn, doc_id)
 
     page = portal.call(run, BIG)
     assert page.data.results

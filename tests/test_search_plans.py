@@ -306,7 +306,7 @@ def test_filtered_vector_search_still_fills_the_pool(bulk: Bulk) -> None:
 
 def test_each_set_gets_a_graph_denser_than_pgvectors_default(bulk: Bulk) -> None:
     """ef_construction 128, not pgvector's 64, whose graph falls short of recall@10 0.95 at a
-    million vectors (benchmarks/hnsw_graph.py)."""
+    million vectors (benchmarks/scale/hnsw_graph.py)."""
     with psycopg.connect(bulk.dsn) as conn:
         options = conn.execute(
             "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",

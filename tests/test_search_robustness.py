@@ -305,7 +305,10 @@ async def test_search_log_and_explain_search_reproduce_the_ranking(
         [r[0] for r in rows[:n]] == [r[1] for r in rows[:n]] == [h.rank for h in page.data.results]
     )
     assert [r[3] for r in rows[:n]] == paths(page)
-    assert rows[0][4] == 60
+    async with await psycopg.AsyncConnection.connect(corpus_dsn) as conn:
+        cur = await conn.execute("SELECT rrf_k FROM pgrag.fusion_defaults()")
+        rrf_k = (await cur.fetchone())[0]
+    assert rows[0][4] == rrf_k
 
 
 async def test_explain_search_reproduces_a_later_page(

@@ -43,6 +43,18 @@ def run_psql(dsn: str, script: Path) -> str:
     return done.stdout
 
 
+def false_checks(out: str) -> list[str]:
+    """The rows of psql's aligned output holding a false boolean: the inputs' checks
+    (`... AS same_score`) are the only booleans they print, so each must read `t`."""
+    return [line for line in out.splitlines() if "f" in (c.strip() for c in line.split("|"))]
+
+
+def test_a_false_check_is_caught() -> None:
+    assert false_checks(" 3 | f\n 4 | t\n") == [" 3 | f"]
+    assert false_checks(" f\n") == [" f"]
+    assert not false_checks(" tea | t\n fused | 0.5\n")
+
+
 def test_every_input_has_an_expected_output() -> None:
     assert INPUTS, "no SQL regression inputs"
     expected = {p.stem for p in (SQL / "expected").glob("*.out")}
@@ -53,7 +65,12 @@ def test_every_input_has_an_expected_output() -> None:
 def test_sql_output_matches_expected(dsn: str, script: Path) -> None:
     out = run_psql(dsn, script)
     expected = SQL / "expected" / f"{script.stem}.out"
+    # a check that turned false must fail, not be written into the expected output as `f`
+    assert not (false := false_checks(out)), f"{script.name}: checks false: {false}"
     if os.environ.get("SQL_REGRESS_UPDATE") == "1":
+        # an error the expected output did not hold is a broken input, not a new expectation
+        errors = expected.read_text(encoding="utf-8").count("ERROR:") if expected.exists() else 0
+        assert out.count("ERROR:") <= errors, f"{script.name}: new errors:\n{out}"
         expected.write_text(out, encoding="utf-8")
     want = expected.read_text(encoding="utf-8")
     diff = "".join(

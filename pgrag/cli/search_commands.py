@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import get_args
+from typing import Any
 
 import click
 from rich.console import Console
@@ -12,10 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from pgrag.cli.app import cli, run, state
+from pgrag.cli.request_options import request_options
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchPage, SearchService
-from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest, SearchScope
-from pgrag.search.modes import SearchMode, ShownScore, mode_spec
+from pgrag.search.flat import from_flat
+from pgrag.search.models import SearchData, SearchHit
+from pgrag.search.modes import ShownScore, mode_spec
 
 # a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
 out = Console(width=None if Console().is_terminal or os.environ.get("COLUMNS") else 160)
@@ -209,59 +211,22 @@ def _explain_notes(data: SearchData, hits: list[SearchHit], pool_size: int) -> l
 
 @cli.command()
 @click.argument("query")
-@click.option(
-    "--mode",
-    "-m",
-    type=click.Choice([m.value for m in SearchMode]),
-    default="hybrid",
-    show_default=True,
+@request_options(
+    max_tokens={
+        "default": None,
+        "help": "token budget of the page, as MCP clients set it [default: none: --limit results]",
+    }
 )
-@click.option(
-    "--scope", type=click.Choice(get_args(SearchScope)), default="chunks", show_default=True
-)
-@click.option("--limit", "-n", type=click.IntRange(1, 50), default=5, show_default=True)
-@click.option("--collection", "-c", default=None, help="only this collection")
-@click.option("--folder", default=None, help="only this folder (prefix)")
-@click.option("--file-type", default=None, help="only this file type, e.g. pdf")
-@click.option("--threshold", type=float, default=None, help="minimum cosine similarity")
-@click.option("--explain", is_flag=True, help="show each leg's rank and score")
 @click.option("--json", "as_json", is_flag=True, help="print the MCP tool's data as JSON")
-@click.option(
-    "--no-rerank", "no_rerank", is_flag=True, help="the fused order (skip PGRAG_RERANK_MODEL)"
-)
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(50, 25000),
-    default=None,
-    help="token budget of the page, as MCP clients set it [default: none: --limit results]",
-)
 @click.pass_context
-def search(
-    ctx: click.Context,
-    query: str,
-    mode: str,
-    scope: SearchScope,
-    limit: int,
-    collection: str | None,
-    folder: str | None,
-    file_type: str | None,
-    threshold: float | None,
-    explain: bool,
-    as_json: bool,
-    no_rerank: bool,
-    max_tokens: int | None,
-) -> None:
+def search(ctx: click.Context, /, query: str, as_json: bool, **flat: Any) -> None:
     """Search the knowledge base (hybrid full-text + vector ranking in SQL)."""
     settings = state(ctx).settings
-    request = SearchRequest(
+    explain, max_tokens, limit = flat["explain"], flat["max_tokens"], flat["limit"]
+    request = from_flat(
+        flat,
         query=query,
-        mode=SearchMode(mode),
-        scope=scope,
-        limit=limit,
-        threshold=threshold,
-        filters=SearchFilters(collection=collection, folder=folder, file_type=file_type),
         explain=explain or as_json,
-        rerank=not no_rerank,
         max_tokens=max_tokens or MAX_PAGE_TOKENS,
     )
 

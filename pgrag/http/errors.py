@@ -31,6 +31,7 @@ HTTP_STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.TOO_LARGE: 413,
     ErrorCode.PROCESSING: 202,
     ErrorCode.CONTENT_UNAVAILABLE: 409,
     ErrorCode.DB_ERROR: 503,

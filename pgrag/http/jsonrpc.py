@@ -39,6 +39,8 @@ TOO_DEEP = Rejection(400, PARSE_ERROR, f"Parse error: nested deeper than {MAX_DE
 class Checked:
     rejection: Rejection | None
     wants_progress: bool = False
+    tool: str | None = None  # the tool a tools/call request names
+    id: str | int | None = None
 
 
 def _header(scope: MutableMapping[str, Any], name: bytes) -> str:
@@ -114,7 +116,9 @@ def check_post(scope: MutableMapping[str, Any], body: bytes) -> Checked:
         meta = params.get("_meta") if isinstance(params, dict) else None
         asks = "id" in message and isinstance(meta, dict) and "progressToken" in meta
         accepts_stream = "text/event-stream" in _header(scope, b"accept").lower()
-        return Checked(None, wants_progress=asks and accepts_stream)
+        name = params.get("name") if isinstance(params, dict) else None
+        tool = name if message["method"] == "tools/call" and isinstance(name, str) else None
+        return Checked(None, wants_progress=asks and accepts_stream, tool=tool, id=echo)
     if not _valid_id(msg_id) or ("result" in message) == ("error" in message):
         return Checked(
             Rejection(

@@ -31,7 +31,7 @@ from pgrag.mcp.output_schema import compact_schema
 from pgrag.mcp.resources import list_document_resources, register_resources
 from pgrag.mcp.toolsets import register_toolsets
 from pgrag.services.context import AppContext, SharedContext, open_context
-from pgrag.services.identity import current_scope
+from pgrag.services.identity import current_scope, may_write
 from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,10 +60,18 @@ class PgragServer(MCPServer[AppContext]):
         low.get_capabilities = _truthful_capabilities(low.get_capabilities)  # type: ignore[method-assign]
         self.middleware.append(_ProtocolChecks())
 
+    async def write_tools(self) -> frozenset[str]:
+        """The tools that change data (not annotated read-only): a token granted read
+        access neither sees them listed nor reaches them (pgrag/http/mcp_mode.py)."""
+        tools = await super().list_tools()
+        return frozenset(t.name for t in tools if not _reads_only(t))
+
     async def list_tools(self) -> list[Tool]:
         """Output schemas published self-contained and cheap to validate (output_schema.py);
         results are still validated server-side against the pydantic models."""
         tools = await super().list_tools()
+        if not may_write():
+            tools = [t for t in tools if _reads_only(t)]
         for tool in tools:
             if tool.output_schema is not None:
                 if tool.name not in self._compact_schemas:
@@ -166,6 +174,10 @@ def _truthful_capabilities(get: Callable[..., ServerCapabilities]) -> Callable[.
         return caps
 
     return capabilities
+
+
+def _reads_only(tool: Tool) -> bool:
+    return tool.annotations is not None and tool.annotations.read_only_hint is True
 
 
 def _error_result(exc: InvalidArgument, started: float) -> CallToolResult:

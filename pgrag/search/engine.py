@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,31 +35,24 @@ from pgrag.search import sql
 from pgrag.search.hits import CONTEXT_CHARS, HitSource, build_hit
 from pgrag.search.keywords import KeywordMatcher, Matcher, RegexMatcher, extract_keywords
 from pgrag.search.models import ContentMode, Explain, SearchData, SearchHit, SearchRequest
-from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.modes import ModeSpec
 from pgrag.search.options import FusionParams, load_fusion
 from pgrag.search.parts import logged_parts
-from pgrag.search.ranking import RankInput
-from pgrag.search.rerank import Reranker, RerankReport, note_rerank, ranked
+from pgrag.search.ranking import RankInput, rank
+from pgrag.search.rerank import Reranker, RerankReport, note_rerank
 from pgrag.settings import REGEX_TIMEOUT_MS, Settings
 from pgrag.store.pages import extracted_text
 from pgrag.store.rows import ChunkDetail, RankedRow
-from pgrag.tokens import encoding
+from pgrag.tokens import cut_to_tokens
 
 log = logging.getLogger(__name__)
+Conn = psycopg.AsyncConnection[Any]
 
 MAX_LEXICAL_WORDS = 100  # longer queries skip the lexical leg (fail soft: semantic only)
 HIT_RESERVE = 300  # tokens of a hit besides its full text (ids, location, metadata)
 # explain for a chunk the semantic leg cannot see: two-phase ingestion writes its document's
 # chunks first, their vectors after
 NO_VECTOR = "no vector yet: the semantic leg could not rank this chunk"
-
-
-def _cut_to_tokens(text: str, limit: int) -> tuple[str, bool]:
-    """The text, or its first `limit` tokens when longer (and whether it was cut)."""
-    tokens = encoding().encode_ordinary(text)
-    if len(tokens) <= limit:
-        return text, False
-    return encoding().decode(tokens[:limit]), True
 
 
 @dataclass(frozen=True)
@@ -159,7 +153,8 @@ class SearchService:
         if spec.semantic:
             # before taking a pooled connection: the model may queue, the pool should not
             embedding, upstream = await self._embed(req.query, timings)
-        async with scoped_connection(self.pool, collection_scope) as conn:
+        async with AsyncExitStack() as stack:
+            conn = await stack.enter_async_context(scoped_connection(self.pool, collection_scope))
             offset = 0
             if req.continuation_token:
                 state = (await self.codec(conn)).decode(req.continuation_token, "search", scope_fp)
@@ -175,7 +170,7 @@ class SearchService:
                 if not lexical_ok:
                     raise upstream
                 degraded.append("semantic")
-            if not lexical_ok and embedding is None and spec.ranker is Ranker.FUSION:
+            if not lexical_ok and embedding is None and not spec.pattern:
                 raise InvalidArgument(
                     "the query has no searchable words (only stop words or symbols) and no "
                     "embedding: add meaningful words, or use mode='regex' for patterns"
@@ -183,9 +178,7 @@ class SearchService:
             t = time.perf_counter()
             model, regex_ms = self.provider.model, self.regex_timeout_ms
             q = RankInput(req, spec, offset, collection_ids, embedding, lexical_ok, model, regex_ms)
-            params, rows, reranked = await ranked(
-                self.reranker, conn, await self.fusion_params(conn), q
-            )
+            conn, params, rows, reranked = await self._ranked(stack, conn, q, collection_scope)
             timings["sql_ms"] = round((time.perf_counter() - t) * 1000, 2)
             note_rerank(reranked, timings, degraded)
             hits, budget, bounded = await self._hits(conn, req, rows, collection_ids, reranked)
@@ -219,6 +212,20 @@ class SearchService:
             token_count=budget.tokens,
         )
         return SearchPage(data, has_more, token, budget.first_exceeded)
+
+    async def _ranked(
+        self, stack: AsyncExitStack, conn: Conn, q: RankInput, scope: list[str] | None
+    ) -> tuple[Conn, dict[str, Any], list[RankedRow], RerankReport | None]:
+        """The ranked page. A rerank model's call holds no pooled connection: the scoped
+        transaction ends before it, and a new one reads the page."""
+        fusion = await self.fusion_params(conn)
+        if self.reranker is None or not self.reranker.applies(q):
+            return conn, *(await rank(conn, fusion, q)), None
+        params, rows, texts = await self.reranker.candidates(conn, fusion, q)
+        await stack.aclose()
+        rows, reranked = await self.reranker.reorder(q.req.query, rows, texts)
+        conn = await stack.enter_async_context(scoped_connection(self.pool, scope))
+        return conn, params, await self.reranker.page(conn, fusion, q, rows), reranked
 
     async def _embed(
         self, query: str, timings: dict[str, float]
@@ -308,7 +315,7 @@ class SearchService:
         query_lang = None if spec.pattern else detect_language(req.query)
         budget = page_budget(req.max_tokens)
         cut = max(50, budget - HIT_RESERVE)
-        full_texts = {doc: _cut_to_tokens(text, cut) for doc, text in page.full_texts.items()}
+        full_texts = {doc: cut_to_tokens(text, cut) for doc, text in page.full_texts.items()}
         hits = []
         for r in page.rows:
             deadline.check()

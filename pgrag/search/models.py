@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pgrag.search.modes import ModeSpec, SearchMode, mode_spec
+from pgrag.search.modes import MODES_HELP, ModeSpec, SearchMode, mode_spec
 
 # Literal aliases, not enums: every transport's schema lists them inline
 SearchScope = Literal["chunks", "documents"]
@@ -42,6 +43,14 @@ class SearchFilters(BaseModel):
         items = [v] if isinstance(v, str) else v
         return [t.lower().lstrip(".") for t in items]
 
+    @field_validator("date_from", "date_to", mode="before")
+    @classmethod
+    def _iso_dates(cls, v: object) -> object:
+        # text must be an ISO date or date-time: "0" is not the Unix epoch here
+        if isinstance(v, str) and not re.match(r"\d{4}-\d{2}-\d{2}", v.strip()):
+            raise ValueError("must be an ISO date (YYYY-MM-DD) or date-time")
+        return v
+
     @field_validator("folder")
     @classmethod
     def _strip_folder(cls, v: str | None) -> str | None:
@@ -49,16 +58,12 @@ class SearchFilters(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    """Find passages or documents. Use `hybrid` (default) for questions and topics,
-    `keyword` for exact words or "quoted phrases", `semantic` for meaning across languages,
-    `regex` for patterns such as e-mail addresses or contract numbers."""
+    """Find passages or documents (each mode's use: search/modes.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000, description="question, words, or a regex")
-    mode: SearchMode = Field(
-        SearchMode.HYBRID, description="hybrid | semantic | keyword (= exact) | regex"
-    )
+    mode: SearchMode = Field(SearchMode.HYBRID, description=MODES_HELP)
     scope: SearchScope = Field("chunks", description="chunks: passages; documents: best documents")
     limit: int = Field(5, ge=1, le=50, description="results per page")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")

@@ -40,6 +40,9 @@ class ModeSpec:
     semantic_fallback: bool  # a query without searchable words is answered by the vector leg
     ranker: Ranker
     score: ShownScore
+    rerankable: bool  # ranked by relevance, so a rerank model may reorder its first ranks
+    replayable: bool  # pgrag.explain_search / explain_parts replay its fused scores
+    description: str  # shown in every transport's help and in the docs
 
     @property
     def pattern(self) -> bool:
@@ -47,23 +50,58 @@ class ModeSpec:
         return self.ranker is Ranker.REGEX
 
 
-_KEYWORD = ModeSpec(SearchMode.KEYWORD, True, False, True, Ranker.FUSION, ShownScore.LEXICAL)
+_KEYWORD = ModeSpec(
+    SearchMode.KEYWORD, lexical=True, semantic=False, semantic_fallback=True,
+    score=ShownScore.LEXICAL, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+    description='the words or a "quoted phrase" (BM25)',
+)  # fmt: skip
 MODES: dict[SearchMode, ModeSpec] = {
     SearchMode.HYBRID: ModeSpec(
-        SearchMode.HYBRID, True, True, False, Ranker.FUSION, ShownScore.FUSED
+        SearchMode.HYBRID, lexical=True, semantic=True, semantic_fallback=False,
+        score=ShownScore.FUSED, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+        description="words and meaning fused (the default; questions and topics)",
     ),
     SearchMode.SEMANTIC: ModeSpec(
-        SearchMode.SEMANTIC, False, True, False, Ranker.FUSION, ShownScore.SEMANTIC
+        SearchMode.SEMANTIC, lexical=False, semantic=True, semantic_fallback=False,
+        score=ShownScore.SEMANTIC, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+        description="meaning only (cosine similarity; works across languages)",
     ),
     SearchMode.KEYWORD: _KEYWORD,
     SearchMode.EXACT: _KEYWORD,
     SearchMode.REGEX: ModeSpec(
-        SearchMode.REGEX, False, False, False, Ranker.REGEX, ShownScore.MATCHES
+        SearchMode.REGEX, lexical=False, semantic=False, semantic_fallback=False,
+        ranker=Ranker.REGEX, score=ShownScore.MATCHES, rerankable=False, replayable=False,
+        description="a POSIX pattern such as an e-mail address or a contract number, by matches",
     ),
-}
+}  # fmt: skip
 # each mode once, aliases left out, in the order reports list them
 DISTINCT_MODES: tuple[SearchMode, ...] = tuple(m for m, s in MODES.items() if s.name is m)
 
 
+# the modes in one line, for every transport's help: "hybrid: …; semantic: …"
+MODES_HELP = "; ".join(
+    f"{' or '.join(a.value for a, o in MODES.items() if o is s)}: {s.description}"
+    for m, s in MODES.items()
+    if s.name is m
+)
+
+
 def mode_spec(mode: SearchMode | str) -> ModeSpec:
     return MODES[SearchMode(mode)]
+
+
+def modes_table() -> str:
+    """The modes as docs/ranking.md shows them (`python -m pgrag.search.modes` prints it)."""
+    lines = ["| mode | legs | ranked by | reranked | finds |", "|---|---|---|---|---|"]
+    for m, s in MODES.items():
+        if s.name is not m:
+            continue
+        names = " or ".join(f"`{a.value}`" for a, o in MODES.items() if o is s)
+        legs = " + ".join(leg for leg, on in (("BM25", s.lexical), ("cosine", s.semantic)) if on)
+        rerank = "yes" if s.rerankable else "no"
+        lines.append(f"| {names} | {legs or 'pattern'} | {s.score} | {rerank} | {s.description} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(modes_table())

@@ -3,6 +3,7 @@ each leg's weight) and the call itself. Order comes from SQL; nothing here re-ra
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -52,15 +53,45 @@ async def rank(
         "filters": pg_filters(q.req),
         "chunks_per_document": f.chunks_per_document,
     }
-    documents = q.req.scope == "documents"
-    if q.spec.ranker is Ranker.REGEX:
-        params["pattern"] = to_postgres_regex(q.req.query)
-        regex = sql.REGEX_DOCUMENTS_SQL if documents else sql.REGEX_SQL
-        return params, await _rank_regex(conn, regex, params, q.regex_timeout_ms)
+    return params, await RANKERS[q.spec.ranker](conn, f, q, params)
+
+
+async def _rank_fused(
+    conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput, params: dict[str, Any]
+) -> list[RankedRow]:
     params.update(_fused_args(f, q))
     chunks = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
-    query = sql.DOCUMENTS_SQL if documents else chunks
-    return params, await _ranked(conn, query, params)
+    return await _ranked(conn, sql.DOCUMENTS_SQL if q.req.scope == "documents" else chunks, params)
+
+
+async def _rank_regex(
+    conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput, params: dict[str, Any]
+) -> list[RankedRow]:
+    """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
+    params["pattern"] = to_postgres_regex(q.req.query)
+    query = sql.REGEX_DOCUMENTS_SQL if q.req.scope == "documents" else sql.REGEX_SQL
+    timeout_ms = q.regex_timeout_ms
+    try:
+        async with conn.transaction():
+            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(timeout_ms)))
+            return await _ranked(conn, query, params)
+    except psycopg.errors.InvalidRegularExpression as exc:
+        raise InvalidArgument(
+            f"{exc.diag.message_primary}. Use POSIX syntax, e.g. [[:alnum:]._%+-]+@[[:alnum:].-]+"
+        ) from exc
+    except psycopg.errors.QueryCanceled as exc:
+        raise PgragError(
+            f"the regular expression took longer than {timeout_ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
+            "make it more specific or add filters",
+            code=ErrorCode.TIMEOUT,
+        ) from exc
+
+
+Rank = Callable[
+    [psycopg.AsyncConnection, FusionParams, RankInput, dict[str, Any]], Awaitable[list[RankedRow]]
+]
+# the mode table's ranker (search/modes.py) names the SQL that orders a mode's hits
+RANKERS: dict[Ranker, Rank] = {Ranker.FUSION: _rank_fused, Ranker.REGEX: _rank_regex}
 
 
 def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
@@ -85,26 +116,6 @@ def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
         # the semantic leg compares each side with its language's mean vector
         "query_lang": detect_language(req.query) if semantic else None,
     }
-
-
-async def _rank_regex(
-    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any], timeout_ms: int
-) -> list[RankedRow]:
-    """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
-    try:
-        async with conn.transaction():
-            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(timeout_ms)))
-            return await _ranked(conn, query, params)
-    except psycopg.errors.InvalidRegularExpression as exc:
-        raise InvalidArgument(
-            f"{exc.diag.message_primary}. Use POSIX syntax, e.g. [[:alnum:]._%+-]+@[[:alnum:].-]+"
-        ) from exc
-    except psycopg.errors.QueryCanceled as exc:
-        raise PgragError(
-            f"the regular expression took longer than {timeout_ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
-            "make it more specific or add filters",
-            code=ErrorCode.TIMEOUT,
-        ) from exc
 
 
 def pg_filters(req: SearchRequest) -> dict[str, Any]:

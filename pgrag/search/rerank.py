@@ -23,7 +23,6 @@ from psycopg.types.json import Jsonb
 from pgrag.embeddings.remote import import_litellm
 from pgrag.metrics import observe_rerank
 from pgrag.search import sql
-from pgrag.search.modes import Ranker
 from pgrag.search.options import FusionParams
 from pgrag.search.ranking import RankInput, rank
 from pgrag.settings import Settings
@@ -189,33 +188,48 @@ class Reranker:
 
     def applies(self, q: RankInput) -> bool:
         """Asked for, a mode ranked by relevance, and a page that starts among the candidates."""
-        return q.req.rerank and q.spec.ranker is not Ranker.REGEX and q.offset < self.config.top_n
+        return q.req.rerank and q.spec.rerankable and q.offset < self.config.top_n
 
-    async def rank(
+    async def candidates(
         self, conn: psycopg.AsyncConnection, fusion: FusionParams, q: RankInput
-    ) -> tuple[dict[str, Any], list[RankedRow], RerankReport | None]:
-        """The page of the reranked order: the top N fused rows reranked, the page cut from
-        them, and the fused rows past them when the page runs on."""
-        top_n, limit = self.config.top_n, q.req.limit
-        top = replace(q, req=q.req.model_copy(update={"limit": top_n}), offset=0)
+    ) -> tuple[dict[str, Any], list[RankedRow], list[str]]:
+        """The top N fused rows and the texts the model is sent, read before the call so
+        the model's seconds hold no pooled connection."""
+        top = replace(q, req=q.req.model_copy(update={"limit": self.config.top_n}), offset=0)
         params, rows = await rank(conn, fusion, top)
-        params = {**params, "match_count": limit, "match_offset": q.offset}  # the page's
-        report = None
+        params = {**params, "match_count": q.req.limit, "match_offset": q.offset}  # the page's
         contents = await _contents(conn, rows, q.collection_ids)
-        texts = candidate_texts(
-            rows, contents, self.config.max_tokens, self.config.max_total_tokens
-        )
-        if len(texts) >= 2:
-            report, scores = await self._rerank(q.req.query, texts)
-            if scores is not None:
-                rows, figures = reordered(rows, scores)
-                report.figures = {f.chunk_id: f for f in figures}
+        cfg = self.config
+        return params, rows, candidate_texts(rows, contents, cfg.max_tokens, cfg.max_total_tokens)
+
+    async def reorder(
+        self, query: str, rows: list[RankedRow], texts: list[str]
+    ) -> tuple[list[RankedRow], RerankReport | None]:
+        """The candidates in the model's order, or in the fused one when it fails."""
+        if len(texts) < 2:
+            return rows, None
+        report, scores = await self._rerank(query, texts)
+        if scores is not None:
+            rows, figures = reordered(rows, scores)
+            report.figures = {f.chunk_id: f for f in figures}
+        return rows, report
+
+    async def page(
+        self,
+        conn: psycopg.AsyncConnection,
+        fusion: FusionParams,
+        q: RankInput,
+        rows: list[RankedRow],
+    ) -> list[RankedRow]:
+        """The page cut from the reranked candidates, and the fused rows past them when
+        the page runs on."""
+        top_n, limit = self.config.top_n, q.req.limit
         page = rows[q.offset : q.offset + limit]
         missing = q.offset + limit - len(rows)
-        if missing > 0 and len(rows) == top_n:  # the page runs past the candidates
+        if missing > 0 and len(rows) == top_n:
             tail = replace(q, req=q.req.model_copy(update={"limit": missing}), offset=top_n)
             page += (await rank(conn, fusion, tail))[1]
-        return params, page, report
+        return page
 
     async def _rerank(
         self, query: str, texts: list[str]
@@ -261,8 +275,12 @@ class Reranker:
             kwargs["api_key"] = self.config.api_key
         async with asyncio.timeout(self.config.timeout_s):
             response = await litellm.arerank(**kwargs)
-        hidden = getattr(response, "_hidden_params", None) or {}
-        cost = hidden.get("response_cost")
+        try:  # a self-hosted model has no price: no cost, not a failed rerank
+            cost = litellm.completion_cost(
+                completion_response=response, model=self.config.model, call_type="arerank"
+            )
+        except Exception:
+            cost = None
         return response.results, float(cost) if isinstance(cost, int | float) else None
 
 
@@ -293,16 +311,3 @@ def note_rerank(
         timings["rerank_ms"] = report.ms
         timings["sql_ms"] = round(timings["sql_ms"] - report.ms, 2)
         degraded += ["rerank"] if report.degraded else []
-
-
-async def ranked(
-    reranker: Reranker | None,
-    conn: psycopg.AsyncConnection,
-    fusion: FusionParams,
-    q: RankInput,
-) -> tuple[dict[str, Any], list[RankedRow], RerankReport | None]:
-    """The search's ranked page: reranked when a reranker is set and applies."""
-    if reranker is not None and reranker.applies(q):
-        return await reranker.rank(conn, fusion, q)
-    params, rows = await rank(conn, fusion, q)
-    return params, rows, None

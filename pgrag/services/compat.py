@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
 from pgrag.services import documents as docs
+from pgrag.store import catalog, pages
 from pgrag.store import compat as store
 from pgrag.store.compat import DocumentDetails, ListedDocument
 
@@ -75,8 +76,8 @@ async def read_document(
     async with scoped_connection(pool, scope) as conn:
         doc = await _resolve(conn, ref, scope)
         docs.require_ready(doc)
-        text = await docs.extracted_text(conn, doc.id)
-        rows = await docs.chunks(conn, doc.id, after=chunk_offset, limit=chunk_limit)
+        text = await pages.extracted_text(conn, doc.id)
+        rows = await catalog.chunks(conn, doc.id, chunk_offset, chunk_limit)
         total = await store.chunk_count(conn, doc.id)
     return DocumentRead(doc, text, rows, total)
 

@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.db.scope import scoped_connection
 from pgrag.services import documents as docs
-from pgrag.store import pages
+from pgrag.store import catalog, pages
 from pgrag.store.rows import UnitRow
 
 MAX_CHUNKS = 500  # a page lists at most this many chunks (the rest: get_document_data)
@@ -32,5 +32,5 @@ async def document_view(
     async with scoped_connection(pool, scope) as conn:
         doc = await docs.resolve(conn, ref, scope)
         units = await pages.units(conn, doc.id)
-        chunks = await docs.chunks(conn, doc.id, 0, MAX_CHUNKS)
+        chunks = await catalog.chunks(conn, doc.id, 0, MAX_CHUNKS)
     return DocumentView(doc, docs.metadata(doc), doc.row.outline or {}, units, chunks)

@@ -1,7 +1,8 @@
 """Stored documents as the transports see them: resolving a reference (ambiguous names
 answer with candidates), readiness, folders, listings, metadata, text, chunks; and
 deletion. The SQL is in store/catalog.py, store/pages.py and store/documents.py.
-`scope` is the list of collections the caller may see (None = all).
+`scope` is the list of collections the caller may see (None = all). Each function a
+transport calls opens its own connection under the caller's scope.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, InvalidArgument, NotFound, PgragError
 from pgrag.store import catalog, pages, removals
-from pgrag.store.catalog import DocumentSort
+from pgrag.store.catalog import DocumentSort as DocumentSort  # the console sorts by it
 from pgrag.store.rows import DocumentRow
 
 
@@ -33,7 +34,8 @@ class DocumentRef:
 
 
 async def resolve(conn: psycopg.AsyncConnection, ref: str, scope: list[str] | None) -> DocumentRef:
-    """By document_id, or by a path or file name that is unique (ambiguous → candidates)."""
+    """By document_id, or by a path or file name that is unique (ambiguous → candidates);
+    on a connection a service already holds (transports call `find`)."""
     rows = await catalog.resolve_candidates(conn, ref.strip(), scope)
     if not rows:
         raise NotFound(
@@ -71,16 +73,9 @@ def require_ready(doc: DocumentRef) -> None:
         )
 
 
-async def list_folders(
-    conn: psycopg.AsyncConnection, scope: list[str] | None
-) -> list[dict[str, Any]]:
-    rows = await catalog.folders(conn, scope)
-    return [{"folder": r["folder"] or "/", "documents": r["documents"]} for r in rows]
-
-
-async def list_documents(
+async def _documents(
     conn: psycopg.AsyncConnection,
-    scope: list[str] | None,
+    collections: list[str] | None,
     *,
     folder: str | None,
     file_type: str | None,
@@ -94,7 +89,7 @@ async def list_documents(
     folder = folder.strip("/") if folder and folder.strip("/") else None
     return await catalog.documents(
         conn,
-        scope,
+        collections,
         folder=folder,
         file_type=file_type.lower().lstrip(".") if file_type else None,
         status=status,
@@ -106,20 +101,11 @@ async def list_documents(
     )
 
 
-async def document_languages(conn: psycopg.AsyncConnection, doc_ids: list[str]) -> dict[str, str]:
-    """Each document's language from its chunks' (a code, or 'mixed'); absent: none known."""
-    return await catalog.document_languages(conn, doc_ids)
-
-
-async def extracted_text(conn: psycopg.AsyncConnection, doc_id: str) -> str:
-    """The whole extracted text: unit bodies in order (what resources and REST return)."""
-    return await pages.extracted_text(conn, doc_id)
-
-
-async def chunks(
-    conn: psycopg.AsyncConnection, doc_id: str, after: int, limit: int
+async def _folders(
+    conn: psycopg.AsyncConnection, collections: list[str] | None
 ) -> list[dict[str, Any]]:
-    return await catalog.chunks(conn, doc_id, after, limit)
+    rows = await catalog.folders(conn, collections)
+    return [{"folder": r["folder"] or "/", "documents": r["documents"]} for r in rows]
 
 
 def metadata(doc: DocumentRef) -> dict[str, Any]:
@@ -174,15 +160,41 @@ async def page_after(
 
 async def folders_of(pool: AsyncConnectionPool, scope: list[str] | None) -> list[dict[str, Any]]:
     async with scoped_connection(pool, scope) as conn:
-        return await list_folders(conn, scope)
+        return await _folders(conn, scope)
 
 
 async def listing(
     pool: AsyncConnectionPool, scope: list[str] | None, **filters: Any
 ) -> list[dict[str, Any]]:
-    """`list_documents` (same keyword filters) on a connection of its own under `scope`."""
+    """Documents by folder, type, status, OCR and language (keyword filters; `offset`,
+    `limit`, `sort`), on a connection of its own under `scope`."""
     async with scoped_connection(pool, scope) as conn:
-        return await list_documents(conn, scope, **filters)
+        return await _documents(conn, scope, **filters)
+
+
+@dataclass(frozen=True)
+class Browse:
+    """A page of the console's document listing: the rows, each one's language, and the
+    folders of the collections listed, read in one snapshot."""
+
+    rows: list[dict[str, Any]]
+    languages: dict[str, str]  # document_id -> a language code, or "mixed"
+    folders: list[dict[str, Any]]
+
+
+async def browse(
+    pool: AsyncConnectionPool,
+    scope: list[str] | None,
+    collections: list[str] | None,
+    **filters: Any,
+) -> Browse:
+    """`listing` narrowed to `collections` (the caller's `scope` still applies through
+    row-level security: a collection outside it lists nothing)."""
+    async with scoped_connection(pool, scope) as conn:
+        rows = await _documents(conn, collections, **filters)
+        ids = [r["document_id"] for r in rows]
+        languages = await catalog.document_languages(conn, ids)
+        return Browse(rows, languages, await _folders(conn, collections))
 
 
 async def ready_text(
@@ -192,7 +204,7 @@ async def ready_text(
     async with scoped_connection(pool, scope) as conn:
         doc = await resolve(conn, ref, scope)
         require_ready(doc)
-        return doc, await extracted_text(conn, doc.id)
+        return doc, await pages.extracted_text(conn, doc.id)
 
 
 async def ready_chunks(
@@ -202,7 +214,7 @@ async def ready_chunks(
     async with scoped_connection(pool, scope) as conn:
         doc = await resolve(conn, ref, scope)
         require_ready(doc)
-        return doc, await chunks(conn, doc.id, after, limit)
+        return doc, await catalog.chunks(conn, doc.id, after, limit)
 
 
 async def delete_document(pool: AsyncConnectionPool, scope: list[str] | None, ref: str) -> None:

@@ -1,7 +1,7 @@
 """`pgrag eval`: a user's own queries with expected documents, run through the search
 service, scored as hit@1, hit@3, MRR, location accuracy and answer-in-snippet.
 
-Written once and shared by the CLI command and `benchmarks/documents.py`, so the figures a
+Written once and shared by the CLI command and `benchmarks/quality/documents.py`, so the figures a
 user gets for their collection are computed exactly like the published benchmark's.
 
 A query file is JSON Lines, one object per line (blank lines and lines starting with `#`

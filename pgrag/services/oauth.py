@@ -6,19 +6,23 @@ ids are random (`secrets`) and kept only as their SHA-256."""
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from psycopg_pool import AsyncConnectionPool
 
-from pgrag.errors import Forbidden, InvalidArgument, NotFound
+from pgrag.errors import ErrorCode, Forbidden, InvalidArgument, NotFound, PgragError
 from pgrag.store import oauth as store
 
 REQUEST_TTL_S = 600  # the owner has ten minutes to sign in and decide
 CODE_TTL_S = 60
+MAX_PENDING = 1000  # unexpired authorization requests: what a stranger can park at once
+MAX_REQUEST_BYTES = 4096  # one parked request (its state, redirect URI, challenge...)
+NAME_SHOWN = 80  # characters of a client's name a page shows
 
 
 class OAuthScope(StrEnum):
@@ -50,11 +54,28 @@ class Pending:
 
 
 async def save_pending(pool: AsyncConnectionPool, client_id: str, params: dict[str, Any]) -> str:
-    """Store a validated authorization request; its id (the only copy) goes in the URL."""
+    """Store a validated authorization request; its id (the only copy) goes in the URL.
+    Anyone may start one, so each is bounded in size, and so is how many wait at once."""
+    if len(json.dumps(params)) > MAX_REQUEST_BYTES:
+        raise InvalidArgument(
+            f"the authorization request is larger than {MAX_REQUEST_BYTES} bytes (its state?)"
+        )
     request_id = new_secret()
     async with pool.connection() as conn:
-        await store.save_request(conn, digest(request_id), client_id, params, REQUEST_TTL_S)
+        saved = await store.save_request(
+            conn, digest(request_id), client_id, params, REQUEST_TTL_S, MAX_PENDING
+        )
+    if not saved:
+        raise PgragError(
+            f"{MAX_PENDING} authorization requests are waiting already: try again in minutes",
+            code=ErrorCode.RATE_LIMITED,
+        )
     return request_id
+
+
+def shown_name(name: str) -> str:
+    """A client's name as a page shows it: the client chose it, so it is cut short."""
+    return name if len(name) <= NAME_SHOWN else name[: NAME_SHOWN - 1] + "…"
 
 
 async def pending(pool: AsyncConnectionPool, request_id: str) -> Pending:
@@ -69,7 +90,7 @@ async def pending(pool: AsyncConnectionPool, request_id: str) -> Pending:
     return Pending(
         request_id,
         client_id,
-        str(client.get("client_name") or client_id),
+        shown_name(str(client.get("client_name") or client_id)),
         str(params["redirect_uri"]),
         # no scope asked: what the client registered for (RFC 6749 §3.3 lets the server pick)
         list(params.get("scopes") or str(client.get("scope") or OAuthScope.READ).split()),
@@ -142,7 +163,10 @@ async def deny(pool: AsyncConnectionPool, request_id: str, issuer: str) -> str:
 
 async def connected(pool: AsyncConnectionPool) -> list[store.ConnectedClient]:
     async with pool.connection() as conn:
-        return await store.connected_clients(conn)
+        found = await store.connected_clients(conn)
+    return [
+        replace(c, client_name=shown_name(c.client_name)) if c.client_name else c for c in found
+    ]
 
 
 async def revoke(pool: AsyncConnectionPool, grant_id: int) -> None:

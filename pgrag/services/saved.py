@@ -39,7 +39,7 @@ from pgrag.services.saved_content import (
 )
 from pgrag.settings import Settings
 from pgrag.store import documents as doc_store
-from pgrag.store import removals
+from pgrag.store import pages, removals
 from pgrag.store import saved as store
 from pgrag.store.collections import Collection
 from pgrag.store.documents import ChunkRow, DocumentFields
@@ -210,7 +210,7 @@ class SavedDocuments:
             tags = clean_tags(patch.tags) if patch.tags is not None else list(row.tags)
             text = new_content
             if text is None:
-                text = await docs.extracted_text(conn, doc.id)
+                text = await pages.extracted_text(conn, doc.id)
             created = row.created_at or datetime.now(UTC)
             version = await self._version(uuid.UUID(doc.id), title, sub, text, created, meta)
             fields = version.fields

@@ -1,6 +1,6 @@
 """OAuth state in PostgreSQL (migration 0025): clients, pending authorization requests,
 grants and the codes and tokens issued under them. Secrets arrive here already hashed
-(pgrag.http.oauth.provider); a grant is the family every code and token of one consent
+(pgrag.services.oauth_tokens); a grant is the family every code and token of one consent
 belongs to, so revoking it ends them all."""
 
 from __future__ import annotations
@@ -14,14 +14,23 @@ from psycopg.types.json import Jsonb
 
 from pgrag.db.one import one_row
 
-SAVE_CLIENT_SQL = (
-    "INSERT INTO pgrag.oauth_clients (client_id, info) VALUES (%s, %s)"
-    " ON CONFLICT (client_id) DO UPDATE SET info = excluded.info"
+UNUSED_CLIENT = "NOT EXISTS (SELECT 1 FROM pgrag.oauth_grants g WHERE g.client_id = c.client_id)"
+UPDATE_CLIENT_SQL = "UPDATE pgrag.oauth_clients SET info = %s WHERE client_id = %s RETURNING 1"
+# a new client only while fewer than the cap were never granted anything
+ADD_CLIENT_SQL = (
+    "INSERT INTO pgrag.oauth_clients (client_id, info) SELECT %s, %s"
+    f" WHERE (SELECT count(*) FROM pgrag.oauth_clients c WHERE {UNUSED_CLIENT}) < %s"
+    " ON CONFLICT (client_id) DO UPDATE SET info = excluded.info RETURNING 1"
+)
+PRUNE_CLIENTS_SQL = (
+    "DELETE FROM pgrag.oauth_clients c"
+    f" WHERE created_at < now() - make_interval(secs => %s) AND {UNUSED_CLIENT}"
 )
 LOAD_CLIENT_SQL = "SELECT info FROM pgrag.oauth_clients WHERE client_id = %s"
-SAVE_REQUEST_SQL = (
+SAVE_REQUEST_SQL = (  # only while fewer than the cap are pending
     "INSERT INTO pgrag.oauth_requests (id_hash, client_id, params, expires_at)"
-    " VALUES (%s, %s, %s, now() + make_interval(secs => %s))"
+    " SELECT %s, %s, %s, now() + make_interval(secs => %s)"
+    " WHERE (SELECT count(*) FROM pgrag.oauth_requests) < %s RETURNING 1"
 )
 LOAD_REQUEST_SQL = (
     "SELECT client_id, params FROM pgrag.oauth_requests WHERE id_hash = %s AND expires_at > now()"
@@ -40,7 +49,8 @@ SAVE_CODE_SQL = (
     " redirect_explicit, expires_at) VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s))"
 )
 GRANT_COLUMNS = (
-    "g.id, g.client_id, g.owner, g.scopes, g.collections, g.resource, g.revoked_at IS NOT NULL"
+    "g.id, g.client_id, g.owner, g.scopes, g.collections, g.resource, g.revoked_at IS NOT NULL,"
+    " extract(epoch FROM g.created_at)"
 )
 LOAD_CODE_SQL = (
     f"SELECT {GRANT_COLUMNS}, c.code_challenge, c.redirect_uri, c.redirect_explicit,"
@@ -52,9 +62,12 @@ USE_CODE_SQL = (
     "UPDATE pgrag.oauth_codes SET used_at = now() WHERE code_hash = %s AND used_at IS NULL"
     " RETURNING 1"
 )
-SAVE_TOKEN_SQL = (
+SAVE_TOKEN_SQL = (  # never past the grant's own end: created_at + its lifetime
     "INSERT INTO pgrag.oauth_tokens (token_hash, grant_id, kind, expires_at)"
-    " VALUES (%s, %s, %s, now() + make_interval(secs => %s))"
+    " SELECT %s, g.id, %s, least(now() + make_interval(secs => %s),"
+    " g.created_at + make_interval(secs => %s))"
+    " FROM pgrag.oauth_grants g WHERE g.id = %s"
+    " RETURNING extract(epoch FROM expires_at)::bigint"
 )
 LOAD_TOKEN_SQL = (
     f"SELECT {GRANT_COLUMNS}, extract(epoch FROM t.expires_at)::bigint, t.used_at IS NOT NULL"
@@ -86,6 +99,7 @@ class Grant:
     collections: list[str] | None  # None: every collection
     resource: str
     revoked: bool
+    created_at: float  # epoch seconds: the grant's absolute lifetime counts from here
 
 
 @dataclass(frozen=True)
@@ -113,11 +127,25 @@ class ConnectedClient:
 
 
 def _grant(row: tuple[Any, ...]) -> Grant:
-    return Grant(int(row[0]), row[1], row[2], list(row[3]), row[4], row[5], bool(row[6]))
+    return Grant(
+        int(row[0]), row[1], row[2], list(row[3]), row[4], row[5], bool(row[6]), float(row[7])
+    )
 
 
-async def save_client(conn: psycopg.AsyncConnection, client_id: str, info: dict[str, Any]) -> None:
-    await conn.execute(SAVE_CLIENT_SQL, (client_id, Jsonb(info)))
+async def save_client(
+    conn: psycopg.AsyncConnection, client_id: str, info: dict[str, Any], *, unused_cap: int
+) -> bool:
+    """Store a client (or its changed metadata); False when it is new and `unused_cap`
+    clients that were never granted anything exist already."""
+    if await (await conn.execute(UPDATE_CLIENT_SQL, (Jsonb(info), client_id))).fetchone():
+        return True
+    added = await conn.execute(ADD_CLIENT_SQL, (client_id, Jsonb(info), unused_cap))
+    return await added.fetchone() is not None
+
+
+async def prune_clients(conn: psycopg.AsyncConnection, unused_for_s: int) -> None:
+    """Forget clients registered `unused_for_s` ago that were never granted anything."""
+    await conn.execute(PRUNE_CLIENTS_SQL, (unused_for_s,))
 
 
 async def load_client(conn: psycopg.AsyncConnection, client_id: str) -> dict[str, Any] | None:
@@ -131,9 +159,12 @@ async def save_request(
     client_id: str,
     params: dict[str, Any],
     ttl_s: int,
-) -> None:
+    cap: int,
+) -> bool:
+    """Park a request; False when `cap` unexpired requests are pending already."""
     await conn.execute(PRUNE_REQUESTS_SQL)
-    await conn.execute(SAVE_REQUEST_SQL, (id_hash, client_id, Jsonb(params), ttl_s))
+    saved = await conn.execute(SAVE_REQUEST_SQL, (id_hash, client_id, Jsonb(params), ttl_s, cap))
+    return await saved.fetchone() is not None
 
 
 async def load_request(
@@ -173,7 +204,7 @@ async def load_code(conn: psycopg.AsyncConnection, code_hash: str) -> StoredCode
     row = await (await conn.execute(LOAD_CODE_SQL, (code_hash,))).fetchone()
     if row is None:
         return None
-    return StoredCode(_grant(row), row[7], row[8], bool(row[9]), float(row[10]), bool(row[11]))
+    return StoredCode(_grant(row), row[8], row[9], bool(row[10]), float(row[11]), bool(row[12]))
 
 
 async def use_code(conn: psycopg.AsyncConnection, code_hash: str) -> bool:
@@ -182,16 +213,24 @@ async def use_code(conn: psycopg.AsyncConnection, code_hash: str) -> bool:
 
 
 async def save_token(
-    conn: psycopg.AsyncConnection, token_hash: str, grant_id: int, kind: str, ttl_s: int
-) -> None:
-    await conn.execute(SAVE_TOKEN_SQL, (token_hash, grant_id, kind, ttl_s))
+    conn: psycopg.AsyncConnection,
+    token_hash: str,
+    grant_id: int,
+    kind: str,
+    ttl_s: tuple[int, int],
+) -> int:
+    """Save a token living `ttl_s[0]` seconds but never past the grant's creation plus
+    `ttl_s[1]`; its expiry (epoch seconds)."""
+    ttl, lifetime = ttl_s
+    row = await one_row(conn, SAVE_TOKEN_SQL, (token_hash, kind, ttl, lifetime, grant_id))
+    return int(row[0])
 
 
 async def load_token(
     conn: psycopg.AsyncConnection, token_hash: str, kind: str
 ) -> StoredToken | None:
     row = await (await conn.execute(LOAD_TOKEN_SQL, (token_hash, kind))).fetchone()
-    return StoredToken(_grant(row), int(row[7]), bool(row[8])) if row else None
+    return StoredToken(_grant(row), int(row[8]), bool(row[9])) if row else None
 
 
 async def rotate(conn: psycopg.AsyncConnection, token_hash: str) -> bool:
@@ -205,4 +244,4 @@ async def revoke_grant(conn: psycopg.AsyncConnection, grant_id: int) -> None:
 
 async def connected_clients(conn: psycopg.AsyncConnection) -> list[ConnectedClient]:
     rows = await (await conn.execute(LIST_GRANTS_SQL)).fetchall()
-    return [ConnectedClient(_grant(r), r[7], r[8]) for r in rows]
+    return [ConnectedClient(_grant(r), r[8], r[9]) for r in rows]

@@ -11,9 +11,11 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from pgrag.errors import ErrorCode
+from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
 from pgrag.web.core import Console
+from pgrag.web.form_gate import FormGate
 from pgrag.web.pages import (
     auth,
     consent,
@@ -42,9 +44,10 @@ def mount(
     keys: Sequence[KeyLike],
     loopback: bool,
     error_status: Mapping[ErrorCode, int],
+    throttle: AuthThrottle,
 ) -> None:
     sessions = Sessions(keys, loopback=loopback)
-    app.state.console = Console(settings, sessions, shared, error_status)
+    app.state.console = Console(settings, sessions, shared, error_status, throttle)
     for router in (
         overview.router,
         auth.router,
@@ -57,3 +60,5 @@ def mount(
     ):
         app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
+    # the console's forms: origin and session checked, then the body read within its bound
+    app.add_middleware(FormGate, sessions=sessions, owns=owns)

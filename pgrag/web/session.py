@@ -2,6 +2,8 @@
 
 The cookie holds the key's fingerprint (never the key), a CSRF token and when it was
 issued, signed with a secret the process draws at start (sessions end with the process).
+Sign-out ends a session on the server too: its token is remembered as ended until the
+cookie would have expired anyway, so a copy of the cookie is worth nothing after it.
 A request's caller is the configured key whose fingerprint the cookie names: removing a
 key from PGRAG_API_KEYS ends its sessions. With no keys configured on a loopback server
 there is no sign-in (the anonymous caller, as the REST API has); with no keys on any other
@@ -65,6 +67,7 @@ class Sessions:
         self._keys = {fingerprint(k.key): k for k in keys}
         self.sign_in_needed = bool(self._keys)
         self.closed = not self._keys and not loopback
+        self._ended: dict[str, int] = {}  # CSRF token (the session's id) -> when issued
 
     def new(self, key_id: str = "") -> Session:
         return Session(key_id, secrets.token_urlsafe(24), int(time.time()))
@@ -85,9 +88,18 @@ class Sessions:
             )
         except ValueError:
             return None
-        if time.time() - issued > MAX_AGE_S:
+        if time.time() - issued > MAX_AGE_S or str(csrf) in self._ended:
             return None
         return Session(str(key_id), str(csrf), int(issued))
+
+    def end(self, session: Session) -> None:
+        """Sign-out: the session is refused from now on, whoever holds its cookie. Only
+        signed-in sessions are remembered (a stranger's sessions cannot grow the list)."""
+        if not session.key_id:
+            return
+        now = time.time()
+        self._ended = {t: i for t, i in self._ended.items() if now - i <= MAX_AGE_S}
+        self._ended[session.csrf] = session.issued
 
     def match(self, key: str) -> str | None:
         """The fingerprint of `key` when it is a configured key (compared in constant time)."""

@@ -30,6 +30,7 @@ from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.services import documents as docs
 from pgrag.settings import Settings, load_settings
+from pgrag.store import catalog, pages
 
 HASH = "hash/384"
 
@@ -205,7 +206,7 @@ async def record_version(db: Database, book: Book, path: str) -> None:
     """After a commit nobody races with: the version a path now shows, its chunk ids."""
     async with db.pool.connection() as conn:
         doc = await docs.resolve(conn, path, None)
-        rows = await docs.chunks(conn, doc.id, after=0, limit=2000)
+        rows = await catalog.chunks(conn, doc.id, after=0, limit=2000)
     version = version_in(path, [r["content"] for r in rows])
     book.versions[(path, version)] = (doc.id, {r["chunk_id"] for r in rows})
     book.committed[path] = version
@@ -378,12 +379,12 @@ async def search_reader(
 
 
 async def service_reader(db: Database, book: Book, rng: random.Random, paths: list[str]) -> None:
-    """The document services the tools are built on, on a request's connection: the listing
-    has one row per path, and a ready document's text and chunks show one whole version."""
+    """The reads the document services are built on, on one connection: the listing has
+    one row per path, and a ready document's text and chunks show one whole version."""
     path = rng.choice(paths)
     before = book.before()
     async with scoped_connection(db.pool, None) as conn:  # one snapshot, as the tools use
-        listed = await docs.list_documents(
+        listed = await catalog.documents(
             conn, None, folder=None, file_type=None, status=None, offset=0, limit=500
         )
         names = [r["path"] for r in listed]
@@ -399,8 +400,8 @@ async def service_reader(db: Database, book: Book, rng: random.Random, paths: li
         if doc.row.status != "ready":
             clean_error(book, path, before, PROCESSING, "service")
             return
-        rows = await docs.chunks(conn, doc.id, after=0, limit=2000)
-        text = await docs.extracted_text(conn, doc.id)
+        rows = await catalog.chunks(conn, doc.id, after=0, limit=2000)
+        text = await pages.extracted_text(conn, doc.id)
     hi = dict(book.written)
     assert [r["ordinal"] for r in rows] == list(range(1, len(rows) + 1)), f"{path}: gaps"
     version = version_in(path, [text, *(r["content"] for r in rows)])

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import secrets
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -66,6 +67,7 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
         "PGRAG_READ_ONLY": "false",
         "PGRAG_TOOLSETS": "core,write",
         "PGRAG_OAUTH_LOOPBACK_CLIENTS": "true",  # client ID documents served by the tests
+        "PGRAG_OAUTH_REGISTRATIONS_PER_HOUR": "1000",  # every test registers from 127.0.0.1
         **env,
     }
     with http_server(dsn, "--embedding-model", HASH_MODEL, env=settings) as server:
@@ -73,11 +75,14 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
 
 
 @contextlib.contextmanager
-def json_server(docs: dict[str, Any]) -> Iterator[str]:
-    """A loopback HTTP server answering each path of `docs` with its JSON; its base URL."""
+def json_server(docs: dict[str, Any], hosts: list[str] | None = None) -> Iterator[str]:
+    """A loopback HTTP server answering each path of `docs` with its JSON (noting each
+    request's `Host` in `hosts`); its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if hosts is not None:
+                hosts.append(str(self.headers.get("Host")))
             doc = docs.get(self.path)
             body = json.dumps(doc).encode()
             self.send_response(200 if doc is not None else 404)
@@ -97,6 +102,33 @@ def json_server(docs: dict[str, Any]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextlib.contextmanager
+def listener() -> Iterator[tuple[int, list[int]]]:
+    """A loopback TCP port that counts the connections it accepts (and closes them)."""
+    accepted: list[int] = []
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conn, _ = sock.accept()
+                accepted.append(1)
+                conn.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield sock.getsockname()[1], accepted
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()
 
 
 def pkce() -> tuple[str, str]:

@@ -27,6 +27,7 @@ class Misbehaviour:
     html: bool = False
     bad_index: bool = False
     partial: bool = False
+    hold: threading.Event | None = None  # no answer until the test sets it
 
 
 @dataclass
@@ -46,6 +47,8 @@ class FakeReranker:
 
     def answer(self, body: dict[str, Any]) -> tuple[int, bytes, str]:
         f = self.fault
+        if f.hold is not None:
+            f.hold.wait(30)
         if f.delay:
             time.sleep(f.delay)
         if f.status != 200:

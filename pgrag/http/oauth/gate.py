@@ -13,6 +13,7 @@ from starlette.routing import Route
 from pgrag.services.oauth import SCOPES, OAuthScope
 
 WELL_KNOWN = "/.well-known/"
+MCP_PATH = "/mcp"
 
 # as the SDK's metadata models read URLs: an origin stays without a trailing slash, so the
 # issuer, the resource and the `iss` of a redirect compare equal as strings (RFC 8414/9207)
@@ -44,12 +45,18 @@ class OAuthGate:
         self.metadata_url = str(build_resource_metadata_url(URL.validate_python(resource)))
 
     def routes(self) -> list[Route]:
-        return create_protected_resource_routes(
-            URL.validate_python(self.resource),
-            [URL.validate_python(self.issuer)],
-            scopes_supported=SCOPES,
-            resource_name="pgrag",
-        )
+        """The metadata of the server's URL, and of its MCP endpoint's in RFC 9728's path
+        form (`/.well-known/oauth-protected-resource/mcp`), where MCP clients look first."""
+        return [
+            route
+            for resource in (self.resource, self.resource.rstrip("/") + MCP_PATH)
+            for route in create_protected_resource_routes(
+                URL.validate_python(resource),
+                [URL.validate_python(self.issuer)],
+                scopes_supported=SCOPES,
+                resource_name="pgrag",
+            )
+        ]
 
     def is_open(self, path: str) -> bool:
         return path.startswith(WELL_KNOWN)

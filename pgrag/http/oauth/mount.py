@@ -15,20 +15,26 @@ from mcp.server.auth.routes import (
     create_auth_routes,
 )
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
 from psycopg_pool import AsyncConnectionPool
 from starlette.routing import Route
 
 from pgrag.errors import ErrorCode, PgragError
+from pgrag.http.auth import ApiKey, admin_keys
+from pgrag.http.oauth.client_documents import DocumentFetcher
+from pgrag.http.oauth.endpoints import AuthorizePage, Budget, PublicRevocation, RegistrationGuard
 from pgrag.http.oauth.external import ExternalIssuer
 from pgrag.http.oauth.gate import URL, OAuthGate, Principal
 from pgrag.http.oauth.provider import PostgresProvider, same_resource
 from pgrag.services.context import SharedContext
 from pgrag.services.oauth import SCOPES
+from pgrag.services.oauth_tokens import Approvers, GrantStore
 from pgrag.settings import Settings
 
 CONSENT_PATH = "/console/oauth/consent"
 AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
 OPEN_PATHS = ("/authorize", "/token", "/register", "/revoke")
+AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
 WELL_KNOWN = "/.well-known/"
 
 
@@ -46,15 +52,30 @@ class OwnServer(OAuthGate):
 
     own_server = True
 
-    def __init__(self, settings: Settings, base: str, pool: Callable[[], AsyncConnectionPool]):
+    def __init__(
+        self,
+        settings: Settings,
+        base: str,
+        pool: Callable[[], AsyncConnectionPool],
+        keys: Sequence[ApiKey],
+    ):
         super().__init__(base, base)
-        self.provider = PostgresProvider(
+        # a grant speaks for its approver only while the approver's key or password is set
+        everyone = [*keys, *admin_keys(settings)]
+        approvers = Approvers(lambda: {k.caller: k.collections for k in everyone})
+        grants = GrantStore(
             pool,
+            approvers,
+            ttl_s=(settings.oauth_access_ttl, settings.oauth_refresh_ttl),
+            max_unused_clients=settings.oauth_max_unused_clients,
+        )
+        self.provider = PostgresProvider(
+            grants,
+            DocumentFetcher(loopback_allowed=settings.oauth_loopback_clients),
             resource=self.resource,
             consent_url=base + CONSENT_PATH,
-            ttl_s=(settings.oauth_access_ttl, settings.oauth_refresh_ttl),
-            loopback_clients=settings.oauth_loopback_clients,
         )
+        self.registrations = Budget(settings.oauth_registrations_per_hour)
 
     def routes(self) -> list[Route]:
         registration = ClientRegistrationOptions(
@@ -68,12 +89,26 @@ class OwnServer(OAuthGate):
             client_registration_options=registration,
             revocation_options=revocation,
         )
-        # the SDK's metadata, plus what it cannot say: client ID metadata documents work
+        # the SDK's metadata, plus what it cannot say: client ID metadata documents work,
+        # and public clients (auth method none) register, get tokens and revoke them
         metadata = build_metadata(issuer, None, registration, revocation)
         metadata.client_id_metadata_document_supported = True
+        metadata.token_endpoint_auth_methods_supported = AUTH_METHODS
+        metadata.revocation_endpoint_auth_methods_supported = AUTH_METHODS
+        revoke = PublicRevocation(self.provider).handle
+        wrap: dict[str, Callable[[Route], object]] = {
+            AS_METADATA_PATH: lambda _: cors_middleware(
+                MetadataHandler(metadata).handle, ["GET", "OPTIONS"]
+            ),
+            "/register": lambda route: RegistrationGuard(route.app, self.registrations),
+            "/authorize": lambda route: AuthorizePage(route.app),
+            "/revoke": lambda _: RequestBodyLimitMiddleware(
+                cors_middleware(revoke, ["POST", "OPTIONS"]), DEFAULT_MAX_REQUEST_BODY_SIZE
+            ),
+        }
         for route in server_routes:
-            if route.path == AS_METADATA_PATH:
-                route.app = cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"])
+            if route.path in wrap:
+                route.app = wrap[route.path](route)  # type: ignore[assignment]
         return [*server_routes, *super().routes()]
 
     def is_open(self, path: str) -> bool:
@@ -85,11 +120,12 @@ class OwnServer(OAuthGate):
             return None
         if not same_resource(access.resource, self.resource):
             return None
-        return Principal("oauth:" + access.client_id[:12], access.collections, access.scopes)
+        # named by its grant: two clients (or two consents) are two callers, never one
+        return Principal(f"oauth:grant-{access.grant_id}", access.collections, access.scopes)
 
 
 def oauth_gate(
-    settings: Settings, keys: Sequence[object], host: str, port: int, shared: SharedContext
+    settings: Settings, keys: Sequence[ApiKey], host: str, port: int, shared: SharedContext
 ) -> OAuthGate | None:
     """OAuth when authentication is on (keys or an admin password) and not turned off:
     tokens of an external issuer (PGRAG_OAUTH_ISSUER) or of pgrag's own server."""
@@ -104,4 +140,4 @@ def oauth_gate(
             raise PgragError("the server is starting", code=ErrorCode.DB_ERROR)
         return shared.context.pool
 
-    return OwnServer(settings, base, pool)
+    return OwnServer(settings, base, pool, keys)

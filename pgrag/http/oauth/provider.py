@@ -1,14 +1,15 @@
-"""The SDK's `OAuthAuthorizationServerProvider` over PostgreSQL (pgrag.store.oauth).
+"""The SDK's `OAuthAuthorizationServerProvider` over pgrag's grant store
+(pgrag/services/oauth_tokens.py), which owns the connections and the rules.
 
 Every code and token belongs to a grant (one consent). A code is used once: presenting it
 again revokes its grant. Refresh tokens rotate: presenting a rotated one again (a stolen
 copy, or the legitimate client after theft) revokes the grant, every token of it included.
+A grant ends when its approver's key or password is gone, and at its absolute lifetime.
 Access tokens are short-lived and bound to this server's resource URL."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -17,20 +18,20 @@ from mcp.server.auth.provider import (
     AuthorizeError,
     OAuthAuthorizationServerProvider,
     RefreshToken,
+    RegistrationError,
     TokenError,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
-from pydantic import AnyUrl
+from pydantic import AnyUrl, ValidationError
 
-from pgrag.http.oauth.client_documents import client_from_document, is_document_id
+from pgrag.errors import InvalidArgument, PgragError
+from pgrag.http.oauth.client_documents import DocumentFetcher, is_document_id, refused
+from pgrag.http.oauth.endpoints import ClientCapReached
+from pgrag.http.oauth.gate import MCP_PATH
 from pgrag.services import oauth as decisions
-from pgrag.services.oauth import SCOPES, digest, new_secret
-from pgrag.store import oauth as store
-from pgrag.store.oauth import Grant, StoredCode, StoredToken
-
-S = TypeVar("S", StoredCode, StoredToken)
+from pgrag.services.oauth import SCOPES
+from pgrag.services.oauth_clients import check_metadata, safe_redirect_uris
+from pgrag.services.oauth_tokens import Grant, GrantStore, TooManyClients
 
 
 class GrantedCode(AuthorizationCode):
@@ -47,7 +48,12 @@ class GrantedAccess(AccessToken):
 
 
 def same_resource(a: str | None, b: str) -> bool:
-    return a is not None and a.rstrip("/") == b.rstrip("/")
+    """Is `a` this server (`b`): its URL, or its MCP endpoint's (RFC 8707 lets a client
+    name either; MCP clients send the endpoint's)."""
+    if a is None:
+        return False
+    base = b.rstrip("/")
+    return a.rstrip("/") in (base, base + MCP_PATH)
 
 
 class PostgresProvider(
@@ -57,36 +63,53 @@ class PostgresProvider(
 
     def __init__(
         self,
-        pool: Callable[[], AsyncConnectionPool],
+        grants: GrantStore,
+        documents: DocumentFetcher,
         *,
         resource: str,
         consent_url: str,
-        ttl_s: tuple[int, int],
-        loopback_clients: bool = False,
     ) -> None:
-        self._pool = pool
+        self.grants = grants
+        self.documents = documents
         self.resource = resource
         self.consent_url = consent_url
-        self.access_ttl_s, self.refresh_ttl_s = ttl_s
-        self.loopback_clients = loopback_clients
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A registered client, or one a client ID metadata document describes (fetched
         each time, so a changed document counts; kept too, for the grants that name it)."""
         if is_document_id(client_id):
-            client = await client_from_document(client_id, loopback_allowed=self.loopback_clients)
-            if client is not None:
-                client.scope = client.scope or " ".join(SCOPES)
-                await self.register_client(client)
+            client = await self.documents.client(client_id)
+            if client is None:
+                return None
+            client.scope = client.scope or " ".join(SCOPES)
+            try:
+                await self.grants.save_client(client_id, _info(client))
+            except TooManyClients as exc:
+                refused(exc.message)
+                return None
             return client
-        async with self._pool().connection() as conn:
-            info = await store.load_client(conn, client_id)
-        return OAuthClientInformationFull.model_validate(info) if info else None
+        info = await self.grants.client(client_id)
+        if not info:
+            return None
+        # a client registered before the redirect rules keeps only the URIs that pass them
+        info["redirect_uris"] = safe_redirect_uris(list(info.get("redirect_uris") or []))
+        try:
+            return OAuthClientInformationFull.model_validate(info)
+        except ValidationError:  # none left
+            return None
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        info = client_info.model_dump(mode="json", exclude_none=True)
-        async with self._pool().connection() as conn:
-            await store.save_client(conn, str(client_info.client_id), info)
+        info = _info(client_info)
+        try:
+            check_metadata(info)
+        except InvalidArgument as exc:
+            if "redirect URI" in exc.message:
+                raise RegistrationError("invalid_redirect_uri", exc.message) from None
+            raise RegistrationError("invalid_client_metadata", exc.message) from None
+        try:
+            await self.grants.save_client(str(client_info.client_id), info)
+        except TooManyClients as exc:
+            raise ClientCapReached(exc.message) from None
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
@@ -98,13 +121,19 @@ class PostgresProvider(
             )
         saved = params.model_dump(mode="json")
         saved["resource"] = self.resource
-        request_id = await decisions.save_pending(self._pool(), str(client.client_id), saved)
+        try:
+            pool = self.grants.pool()
+            request_id = await decisions.save_pending(pool, str(client.client_id), saved)
+        except InvalidArgument as exc:  # too large
+            raise AuthorizeError("invalid_request", exc.message) from None
+        except PgragError as exc:  # too many waiting
+            raise AuthorizeError("temporarily_unavailable", exc.message) from None
         return decisions.with_query(self.consent_url, request=request_id)
 
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> GrantedCode | None:
-        found = await self._live(lambda conn: store.load_code(conn, digest(authorization_code)))
+        found = await self.grants.code(authorization_code)
         if found is None:
             return None
         return GrantedCode(
@@ -123,18 +152,14 @@ class PostgresProvider(
     async def exchange_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: GrantedCode
     ) -> OAuthToken:
-        async with self._pool().connection() as conn:
-            if not await store.use_code(conn, digest(authorization_code.code)):
-                await store.revoke_grant(conn, authorization_code.grant_id)
-                raise TokenError("invalid_grant", "authorization code already used")
+        if not await self.grants.use_code(authorization_code.code, authorization_code.grant_id):
+            raise TokenError("invalid_grant", "authorization code already used")
         return await self._issue(authorization_code.grant_id, authorization_code.scopes)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> GrantedRefresh | None:
-        found = await self._live(
-            lambda conn: store.load_token(conn, digest(refresh_token), "refresh")
-        )
+        found = await self.grants.refresh_token(refresh_token)
         if found is None:
             return None
         return GrantedRefresh(
@@ -150,50 +175,34 @@ class PostgresProvider(
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: GrantedRefresh, scopes: list[str]
     ) -> OAuthToken:
-        async with self._pool().connection() as conn:
-            if not await store.rotate(conn, digest(refresh_token.token)):
-                await store.revoke_grant(conn, refresh_token.grant_id)
-                raise TokenError("invalid_grant", "refresh token already used")
+        if not await self.grants.rotate(refresh_token.token, refresh_token.grant_id):
+            raise TokenError("invalid_grant", "refresh token already used")
         # a token carries its grant's scopes: the response says so when fewer were asked
         return await self._issue(refresh_token.grant_id, refresh_token.scopes)
 
-    async def _live(self, lookup: Callable[[AsyncConnection], Awaitable[S | None]]) -> S | None:
-        """What `lookup` finds, unless its grant is revoked or it was used before: a code
-        presented twice, or a refresh token after rotation, is a replay that ends the grant
-        (the legitimate client and a thief cannot be told apart)."""
-        async with self._pool().connection() as conn:
-            found = await lookup(conn)
-            if found is not None and found.used:
-                await store.revoke_grant(conn, found.grant.id)
-        if found is None or found.used or found.grant.revoked:
-            return None
-        return found
-
     async def _issue(self, grant_id: int, scopes: list[str]) -> OAuthToken:
-        access, refresh = new_secret(), new_secret()
-        async with self._pool().connection() as conn:
-            await store.save_token(conn, digest(access), grant_id, "access", self.access_ttl_s)
-            await store.save_token(conn, digest(refresh), grant_id, "refresh", self.refresh_ttl_s)
+        access, refresh, expires_in = await self.grants.issue(grant_id)
         return OAuthToken(
             access_token=access,
             token_type="Bearer",
-            expires_in=self.access_ttl_s,
+            expires_in=expires_in,
             scope=" ".join(scopes),
             refresh_token=refresh,
         )
 
     async def load_access_token(self, token: str) -> GrantedAccess | None:
-        async with self._pool().connection() as conn:
-            found = await store.load_token(conn, digest(token), "access")
-        if found is None or found.grant.revoked:
-            return None
-        return _access(token, found.grant, found.expires_at)
+        found = await self.grants.access_token(token)
+        return _access(token, found.grant, found.expires_at) if found else None
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         """Either token ends its whole grant (RFC 7009 lets the server revoke related tokens)."""
         grant_id = getattr(token, "grant_id", None)
         if grant_id is not None:
-            await decisions.revoke(self._pool(), int(grant_id))
+            await self.grants.revoke(int(grant_id))
+
+
+def _info(client: OAuthClientInformationFull) -> dict[str, Any]:
+    return client.model_dump(mode="json", exclude_none=True)
 
 
 def _access(token: str, grant: Grant, expires_at: int) -> GrantedAccess:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from pgrag.deadline import within
-from pgrag.http.deps import Context, QueryInt, Scope, admitted
+from pgrag.http.deps import Context, Scope, guard
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
-from pgrag.search.models import SearchData, SearchFilters, SearchRequest, SearchScope
-from pgrag.search.modes import SearchMode
+from pgrag.search.flat import SearchQuery, from_flat
+from pgrag.search.models import SearchData
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
-router = APIRouter(tags=["search"], dependencies=[Depends(admitted, scope="function")])
+router = APIRouter(tags=["search"], dependencies=[guard(SEARCH_TIMEOUT_S)])
 
 
 class SearchBody(SearchData):
@@ -29,31 +28,12 @@ class SearchBody(SearchData):
 async def api_search(
     context: Context,
     caller_scope: Scope,  # not `scope`: that is the query parameter
-    q: Annotated[str, Query(min_length=1, max_length=4000)],
-    mode: SearchMode = SearchMode.HYBRID,
-    scope: SearchScope = "chunks",
-    limit: Annotated[QueryInt, Query(ge=1, le=50)] = 5,
-    folder: str | None = None,
-    file_type: str | None = None,
-    collection: str | None = None,
-    max_tokens: Annotated[QueryInt, Query(ge=50, le=25000)] = 2000,
-    continuation_token: str | None = None,
-    rerank: bool = True,
+    params: Annotated[SearchQuery, Query()],
 ) -> dict[str, Any]:
-    """Search (same data as the MCP `search` tool)."""
-    req = SearchRequest(
-        query=q,
-        mode=mode,
-        scope=scope,
-        limit=limit,
-        max_tokens=max_tokens,
-        continuation_token=continuation_token,
-        rerank=rerank,
-        filters=SearchFilters(folder=folder, file_type=file_type, collection=collection),
-    )
-    page = await within(
-        context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S
-    )
+    """Search (same data as the MCP `search` tool; its fields as URL parameters, `q` the
+    query, filters flat, a list repeated: `?q=…&file_type=pdf&file_type=docx`)."""
+    req = from_flat(params.model_dump())
+    page = await context.search.search(req, collection_scope=caller_scope, caller="rest")
     body = page.data.model_dump(mode="json")
     body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
     return body

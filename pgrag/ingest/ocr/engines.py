@@ -2,7 +2,7 @@
 
 Tesseract (apt `tesseract-ocr` + language packs) is preferred when installed: on rendered
 multi-line pages at 300 dpi it read every line (CER 0.000) where RapidOCR dropped lines
-(CER 0.228) and 3x faster (benchmarks/ocr.py). RapidOCR
+(CER 0.228) and 3x faster (benchmarks/ingest/ocr.py). RapidOCR
 (PP-OCRv4 ONNX models shipped in its wheel, Chinese + English) installs from PyPI alone
 and is used when Tesseract or its language data is missing. Both run outside pgrag's
 process (the `tesseract` binary; RapidOCR workers in `rapid.py`), so a page over its time

@@ -1,5 +1,6 @@
 """Sign-in and sign-out: an API key posted in a form (never in a URL), exchanged for a
-session cookie; both forms carry the CSRF token of the session they replace."""
+session cookie; both forms carry the CSRF token of the session they replace. Sign-out ends
+the session on the server, not only in the browser."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ async def login(
     sessions = view.console.sessions
     if not view.csrf_ok(csrf):
         return view.page("login.html", 403, closed=sessions.closed, refused=True)
-    key_id = sessions.match(key.strip()) if not sessions.closed else None
+    key_id = view.sign_in(key)
     if key_id is None:
         return view.page("login.html", 401, closed=sessions.closed, unknown=True)
     response = RedirectResponse("/", status_code=303)
@@ -43,6 +44,7 @@ async def login(
 async def logout(view: Page, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
     if not view.csrf_ok(csrf):
         return view.page("error.html", 403, code="FORBIDDEN", message="missing CSRF token")
+    view.console.sessions.end(view.session)  # a copy of the cookie is refused too
     response = RedirectResponse("/console/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response

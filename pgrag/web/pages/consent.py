@@ -15,11 +15,9 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
-from pgrag.db.scope import ensure_scoping_possible, scoped_connection
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
-from pgrag.services import oauth
+from pgrag.services import consent, oauth
 from pgrag.services.oauth import Decision, OAuthScope
-from pgrag.store.collections import list_collections
 from pgrag.web.core import View, html_errors, set_session, view_of
 from pgrag.web.render import CSP
 
@@ -37,11 +35,6 @@ def _issuer(view: View) -> str:
     return issuer
 
 
-async def _collections(view: View) -> list[str]:
-    async with scoped_connection(view.context.pool, view.scope) as conn:
-        return [c.name for c in await list_collections(conn)]
-
-
 @router.get(CONSENT)
 @html_errors
 async def consent_page(view: Page, request: str = "") -> Response:
@@ -52,7 +45,7 @@ async def consent_page(view: Page, request: str = "") -> Response:
     response = view.page(
         "oauth_consent.html",
         asked=asked,
-        collections=await _collections(view),
+        collections=await consent.grantable(view.context.pool, view.scope),
         may_write=OAuthScope.WRITE.value in asked.scopes,
     )
     response.headers["Content-Security-Policy"] = _csp_to(asked.redirect_uri)
@@ -81,7 +74,7 @@ async def consent_sign_in(
     if not view.csrf_ok(csrf):
         raise Forbidden("missing or wrong CSRF token: reload the page and try again")
     sessions = view.console.sessions
-    key_id = sessions.match(key.strip()) if not sessions.closed else None
+    key_id = view.sign_in(key)
     if key_id is None:
         asked = await oauth.pending(view.context.pool, request)
         return view.page(
@@ -117,7 +110,7 @@ async def consent_decide(
     granted = Decision(scopes, chosen)
     oauth.check_decision(asked, granted, caller.scope)
     if chosen is not None:  # enforced like a limited key: row-level security's role
-        await ensure_scoping_possible(pool)
+        await consent.require_scoping(pool)
     back = await oauth.approve(pool, request, caller.name, granted, issuer)
     return RedirectResponse(back, status_code=303)
 

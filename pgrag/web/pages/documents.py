@@ -9,12 +9,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Form, Query
 from fastapi.responses import RedirectResponse, Response
 
-from pgrag.db.scope import scoped_connection
 from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
+from pgrag.services.documents import DocumentSort
 from pgrag.services.reingest import reingest
-from pgrag.store.catalog import DocumentSort
 from pgrag.web.core import View, html_errors, view_of
 
 router = APIRouter(include_in_schema=False)
@@ -37,36 +36,35 @@ async def documents_page(
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> Response:
     # one collection asked for narrows the listing; the caller's scope still applies (RLS
-    # of the scoped connection): another collection's name lists nothing
+    # under the caller's scope): another collection's name lists nothing
     listed = [collection] if collection else view.scope
-    async with scoped_connection(view.context.pool, view.scope) as conn:
-        rows = await docs.list_documents(
-            conn,
-            listed,
-            folder=folder or None,
-            file_type=file_type or None,
-            status=status or None,
-            offset=offset,
-            limit=PAGE_SIZE + 1,
-            sort=sort,
-            ocr={"yes": True, "no": False}.get(ocr),
-            language=language or None,
-        )
-        languages = await docs.document_languages(conn, [r["document_id"] for r in rows])
-        folders = await docs.list_folders(conn, listed)
+    found = await docs.browse(
+        view.context.pool,
+        view.scope,
+        listed,
+        folder=folder or None,
+        file_type=file_type or None,
+        status=status or None,
+        offset=offset,
+        limit=PAGE_SIZE + 1,
+        sort=sort,
+        ocr={"yes": True, "no": False}.get(ocr),
+        language=language or None,
+    )
+    rows = found.rows
     form = {"collection": collection or "", "folder": folder or "", "file_type": file_type or ""}
     return view.page(
         "documents.html",
         nav="documents",
         rows=rows[:PAGE_SIZE],
-        languages=languages,
+        languages=found.languages,
         more=len(rows) > PAGE_SIZE,
         offset=offset,
         page_size=PAGE_SIZE,
         form={**form, "status": status, "ocr": ocr, "language": language, "sort": sort.value},
         statuses=STATUSES,
         sorts=[s.value for s in DocumentSort],
-        folders=folders,
+        folders=found.folders,
         deleted=view.request.query_params.get("deleted") == "1",
     )
 

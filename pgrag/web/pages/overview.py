@@ -9,11 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from pgrag.db.scope import scoped_connection
 from pgrag.doctor import run_checks
 from pgrag.jsonable import jsonable
 from pgrag.services.overview import overview
-from pgrag.services.status import status_report
+from pgrag.services.status import report_for
 from pgrag.web import render
 from pgrag.web.core import View, html_errors, view_of
 
@@ -22,8 +21,7 @@ Page = Annotated[View, Depends(view_of)]
 
 
 async def _activity(view: View) -> dict[str, object]:
-    async with scoped_connection(view.context.pool, view.scope) as conn:
-        report: dict[str, object] = jsonable(await status_report(conn, None, view.scope))
+    report: dict[str, object] = jsonable(await report_for(view.context.pool, view.scope))
     return report
 
 

@@ -4,17 +4,14 @@ ranking. A GET form: every search has a URL that reproduces it."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from pydantic import ValidationError
 
-from pgrag.errors import InvalidArgument
-from pgrag.search.models import SearchRequest, SearchScope
+from pgrag.search.flat import flat_values, from_flat
+from pgrag.search.models import SearchScope
 from pgrag.search.modes import SearchMode
-from pgrag.services.context import SEARCH_TIMEOUT_S
 from pgrag.services.overview import reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
@@ -36,26 +33,6 @@ FORM_FIELDS = (
 DEFAULTS = {"mode": "hybrid", "scope": "chunks", "limit": "10", "max_tokens": "4000"}
 
 
-def _request(form: dict[str, str]) -> SearchRequest:
-    filters = {k: form[k] for k in ("collection", "folder", "file_type") if form.get(k)}
-    try:
-        return SearchRequest.model_validate(
-            {
-                "query": form["q"],
-                "mode": form["mode"],
-                "scope": form["scope"],
-                "limit": form["limit"],
-                "max_tokens": form["max_tokens"],
-                "filters": filters,
-                "explain": True,
-            }
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        name = ".".join(str(p) for p in err["loc"]) or "query"
-        raise InvalidArgument(f"{name}: {err['msg']}", detail={"field": name}) from None
-
-
 @router.get("/console/search")
 @html_errors
 async def search_page(view: Page) -> Response:
@@ -69,15 +46,14 @@ async def search_page(view: Page) -> Response:
     }
     if not form["q"]:
         return view.page("search.html", **values)
-    req = _request(form)
+    # the form's fields, and any other field of the search request the URL names
+    req = from_flat({**flat_values(params.getlist), **form}, explain=True)
     caller = view.signed_in
-    page = await asyncio.wait_for(
-        view.context.search.search(req, collection_scope=caller.scope, caller=caller.name),
-        SEARCH_TIMEOUT_S,
-    )
+    # under the guard of every console route (view_of): the caller's share, the time limit
+    page = await view.context.search.search(req, collection_scope=caller.scope, caller=caller.name)
     data = page.data
     values.update(data=data, keywords=_keywords(data.results))
-    if data.search_id is not None and not req.spec.pattern and req.scope == "chunks":
+    if data.search_id is not None and req.spec.replayable and req.scope == "chunks":
         parts = await score_parts(view.context.pool, data.search_id)
         values.update(
             parts={p.chunk_id: p for p in parts},

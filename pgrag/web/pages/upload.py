@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi.responses import RedirectResponse, Response
 
-from pgrag.db.scope import scoped_connection
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
@@ -65,8 +64,7 @@ async def status(
     if view.caller is None:
         return render.data({"isError": True, "errorCode": "UNAUTHORIZED"}, 401)
     try:
-        async with scoped_connection(view.context.pool, view.scope) as conn:
-            report = document_status(await docs.resolve(conn, document, view.scope))
+        report = document_status(await docs.find(view.context.pool, view.scope, document))
     except PgragError as exc:
         if exc.code == ErrorCode.NOT_FOUND:  # accepted, its ingestion not begun yet
             return render.data({"status": "waiting", "progress": 0})

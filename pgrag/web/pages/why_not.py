@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
 from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest
 from pgrag.services import documents as docs
@@ -38,8 +37,7 @@ async def _best(view: View, req: SearchRequest, filters: SearchFilters) -> Searc
 async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) -> WhyNot:
     out = WhyNot(ref)
     try:
-        async with scoped_connection(view.context.pool, view.scope) as conn:
-            doc = await docs.resolve(conn, ref, view.scope)
+        doc = await docs.find(view.context.pool, view.scope, ref)
     except NotFound:
         out.reasons.append(("why_not_visible", ref))
         return out

@@ -9,8 +9,10 @@ SELECT df, round(pgrag.bm25_idf(10, df)::numeric, 6) AS idf
 FROM (VALUES (0), (1), (5), (10), (12)) AS v(df)
 ORDER BY df;
 -- One term's part: more occurrences saturate (k1), longer chunks weigh less (b).
-SELECT tf, doc_len, round(pgrag.bm25_score(tf, 1.0, doc_len, 10, 0.9, 0.4)::numeric, 6) AS score
-FROM (VALUES (1, 10), (2, 10), (4, 10), (1, 5), (1, 20)) AS v(tf, doc_len)
+SELECT tf, doc_len,
+       round(pgrag.bm25_score(tf, 1.0, doc_len, 10, d.bm25_k1, d.bm25_b)::numeric, 6) AS score
+FROM (VALUES (1, 10), (2, 10), (4, 10), (1, 5), (1, 20)) AS v(tf, doc_len),
+     pgrag.fusion_defaults() d
 ORDER BY tf, doc_len;
 -- The lexical pool of a query.
 SELECT c.ordinal, d.name, l.rank, round(l.score::numeric, 6) AS score,
@@ -33,9 +35,10 @@ matching AS (
 formula AS (
     SELECT m.id, sum(pgrag.bm25_score(pgrag.term_frequency(ts_rank('{1,1,1,1}', m.tsv, t.term)),
                                       t.idf, length(m.tsv),
-                                      (SELECT avg(length(x.tsv)) FROM matching x), 0.9, 0.4))
+                                      (SELECT avg(length(x.tsv)) FROM matching x),
+                                      d.bm25_k1, d.bm25_b))
                      FILTER (WHERE m.tsv @@ t.term) AS score
-    FROM matching m CROSS JOIN terms t
+    FROM matching m CROSS JOIN terms t CROSS JOIN pgrag.fusion_defaults() d
     GROUP BY m.id
 )
 SELECT m.ordinal, abs(l.score - f.score) < 1e-12 AS same_score

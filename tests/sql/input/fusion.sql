@@ -24,9 +24,9 @@ JOIN pgrag.chunks c ON c.id = f.chunk_id
 ORDER BY f.fused_score DESC, c.ordinal;
 -- A query the best lexical chunk covers in part: the share is coverage_gain x its coverage.
 SELECT DISTINCT round(f.lexical_share::numeric, 6) AS share,
-       round(1.2 * (SELECT l.coverage FROM pgrag.lexical_candidates('tea and mango') l
-                    WHERE l.rank = 1)::numeric, 6) AS gain_times_coverage
-FROM pgrag.hybrid_fusion('tea and mango', '[1,0,0.1]'::vector) f;
+       round((d.coverage_gain * (SELECT l.coverage FROM pgrag.lexical_candidates('tea and mango') l
+                                 WHERE l.rank = 1))::numeric, 6) AS gain_times_coverage
+FROM pgrag.hybrid_fusion('tea and mango', '[1,0,0.1]'::vector) f, pgrag.fusion_defaults() d;
 -- Without the semantic leg the share is 1; without the lexical leg it is 0.
 SELECT DISTINCT f.lexical_share
 FROM pgrag.hybrid_fusion('boiling water for tea', NULL) f;
