@@ -14,6 +14,7 @@ from pgrag.search.modes import MODES_HELP, ModeSpec, SearchMode, mode_spec
 # Literal aliases, not enums: every transport's schema lists them inline
 SearchScope = Literal["chunks", "documents"]
 ContentMode = Literal["smart_extract", "full", "none"]
+MetadataValue = str | int | float | bool  # a table source's metadata column, as filtered
 
 
 class SearchFilters(BaseModel):
@@ -34,6 +35,12 @@ class SearchFilters(BaseModel):
     submitter: str | None = None
     author: str | None = None
     tags: list[str] | None = Field(None, description="documents having any of these tags")
+    metadata: dict[str, MetadataValue] | None = Field(
+        None,
+        max_length=20,
+        description='documents whose metadata has all these values, e.g. {"customer": '
+        '"acme"} (a table source\'s metadata columns)',
+    )
 
     @field_validator("file_type")
     @classmethod
@@ -166,6 +173,14 @@ class Explain(BaseModel):
     )
 
 
+class RowSource(BaseModel):
+    """The table row a hit comes from (table sources): join back with its key."""
+
+    table: str = Field(description="the source table, as PostgreSQL names it")
+    key: dict[str, object] = Field(description="the row's primary key, column to value")
+    source: str = Field(description="the table source's name")
+
+
 class SearchHit(BaseModel):
     rank: int
     document_id: str
@@ -187,6 +202,7 @@ class SearchHit(BaseModel):
     )
     context: Context = Field(default_factory=Context)
     metadata: dict[str, object] = Field(default_factory=dict)
+    source: RowSource | None = Field(None, description="the table row of a table source's hit")
     explain: Explain | None = None
 
 

@@ -36,7 +36,8 @@ class TooManyClients(PgragError):
 class Approvers:
     """Who can have approved a live grant: the audit names of the configured keys and of the
     admin password, each with the collections it may read now (None: every collection).
-    Named at first use: a keyed name needs the database's secret, read once the server runs."""
+    Named on first use: caller names are keyed by the database's secret, which the server
+    reads once it has started (services/caller_names.py)."""
 
     def __init__(self, named: Callable[[], Mapping[str, list[str] | None]]) -> None:
         self._named = named
@@ -51,11 +52,12 @@ class Approvers:
     def admit(self, grant: Grant, lifetime_s: int) -> Grant | None:
         """The grant as it stands today: None when revoked, past its lifetime, or its
         approver is gone; else limited to what the approver may still read."""
-        if grant.revoked or grant.owner not in self.scopes:
+        scopes = self.scopes
+        if grant.revoked or grant.owner not in scopes:
             return None
         if grant.created_at + lifetime_s <= time.time():
             return None
-        reach = self.scopes[grant.owner]
+        reach = scopes[grant.owner]
         if reach is None:
             return grant
         held = reach if grant.collections is None else grant.collections

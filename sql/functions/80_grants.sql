@@ -60,7 +60,7 @@ BEGIN
 END
 $$;
 
--- The roles granted before (pgrag.app_roles, migration 0030) that still exist.
+-- The roles granted before (pgrag.app_roles, migration 0031) that still exist.
 CREATE OR REPLACE FUNCTION pgrag.granted_app_roles() RETURNS SETOF name
 LANGUAGE sql STABLE AS $$
     SELECT a.role_name FROM pgrag.app_roles a

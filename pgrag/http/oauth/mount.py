@@ -61,8 +61,8 @@ class OwnServer(OAuthGate):
     ):
         super().__init__(base, base)
         # a grant speaks for its approver only while the approver's key or password is set
-        everyone = [*keys, *admin_keys(settings)]
-        approvers = Approvers(lambda: {k.caller: k.collections for k in everyone})
+        approver_keys = [*keys, *admin_keys(settings)]
+        approvers = Approvers(lambda: {k.caller: k.collections for k in approver_keys})
         grants = GrantStore(
             pool,
             approvers,
