@@ -46,11 +46,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# OCR_UNAVAILABLE: retried, so installing an engine and ingesting again reads the file
+# OCR_UNAVAILABLE and DB_SETUP: retried, so installing an engine (granting the privilege)
+# and ingesting again reads the file
 RETRYABLE_CODES = {
     ErrorCode.UPSTREAM_ERROR,
     ErrorCode.INTERNAL,
     ErrorCode.DB_ERROR,
+    ErrorCode.DB_SETUP,
     ErrorCode.OCR_UNAVAILABLE,
     ErrorCode.INTERRUPTED,
 }
