@@ -43,8 +43,11 @@ from pgrag.store.table_sources import SourceRow, key_text
 log = logging.getLogger(__name__)
 
 BATCH = 200  # queue entries per transaction
-BACKFILL_STEP = 2000  # keys the backfill queues at a time
+BACKFILL_STEP = 500  # keys the backfill queues at a time (when the queue is drained)
 REMOVE_STEP = 500  # documents a removal deletes per transaction
+# SQLSTATE classes that say the table cannot be read as registered (a column or type gone,
+# a value that cannot be read, no privilege): the source is marked failed with the reason
+TABLE_ERRORS = ("42", "22", "0A", "2B")
 
 
 @dataclass
@@ -129,7 +132,9 @@ class TableSync:
                     assert col.set_id is not None
                     await doc_store.compact_language_sums(conn, col.set_id)
                     await bm25_sums.compact(conn, col.id)
-        except psycopg.Error as exc:  # the table cannot be read as registered
+        except psycopg.Error as exc:
+            if (exc.sqlstate or "")[:2] not in TABLE_ERRORS:
+                raise  # the database went away, a deadlock...: the next drain retries
             reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
             log.warning("table source %s failed: %s", source.name, reason)
             await self._fail(source, reason, progress)
