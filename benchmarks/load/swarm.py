@@ -15,7 +15,7 @@ document listings. The hostile key runs `--swarm` loops of the regex search; a r
 (429) waits `--backoff` seconds before the next (a refusal costs the server little, but a
 flood of them is a flood of requests, which a proxy's rate limit is for).
 
-    python benchmarks/swarm.py [--phase 40] [--clients 10] [--swarm 30] [--dsn DSN]
+    python benchmarks/load/swarm.py [--phase 40] [--clients 10] [--swarm 30] [--dsn DSN]
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import httpx2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: support.py
 from load import free_port
 from support import RESULTS, drop_database, fresh_database, server
 

@@ -12,7 +12,7 @@ becomes searchable, and the backfill's rate, in one run.
 - backfill: --backfill rows added as a source, drained to the end with the hash embedder;
   rows/s, peak RSS, and the pending count checked to be exact at every step.
 
-    python benchmarks/table_sync.py [--bulk 100000] [--single 2000] [--rounds 3]
+    python benchmarks/ingest/table_sync.py [--bulk 100000] [--single 2000] [--rounds 3]
         [--rate 10] [--changes 100] [--backfill 100000] [--database-url URL]
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: support.py
 import support
 
 from pgrag.embeddings.hashing import HashEmbedder
