@@ -144,17 +144,28 @@ REVOKE EXECUTE ON FUNCTION pgrag.table_source_changed() FROM PUBLIC;
 
 -- A key limited to collections sees only the sources of those collections and their
 -- queue entries: the one scope function of every policy, on the row's collection (looked
--- up by name: a source names its collection before pgrag creates it). Both tables stay
--- local on a Citus coordinator, where a policy may read another table.
+-- up by name: a source names its collection before pgrag creates it). The look-ups run as
+-- the owner in PL/pgSQL: a policy's own sub-select joining a coordinator-local table to
+-- the collections reference table recursed without end on Citus (stack depth exceeded).
+CREATE FUNCTION pgrag.collection_id_named(collection_name text) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT c.id FROM pgrag.collections c WHERE c.name = collection_name);
+END
+$$;
+CREATE FUNCTION pgrag.source_collection_id(source bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT c.id FROM pgrag.table_sources s
+            JOIN pgrag.collections c ON c.name = s.collection WHERE s.id = source);
+END
+$$;
 ALTER TABLE pgrag.table_sources ENABLE ROW LEVEL SECURITY;
 CREATE POLICY scoped ON pgrag.table_sources FOR SELECT TO PUBLIC
-    USING (pgrag.collection_in_scope(
-        (SELECT c.id FROM pgrag.collections c WHERE c.name = collection)));
+    USING (pgrag.collection_in_scope(pgrag.collection_id_named(collection)));
 ALTER TABLE pgrag.source_queue ENABLE ROW LEVEL SECURITY;
 CREATE POLICY scoped ON pgrag.source_queue FOR SELECT TO PUBLIC
-    USING (pgrag.collection_in_scope(
-        (SELECT c.id FROM pgrag.table_sources s JOIN pgrag.collections c ON c.name = s.collection
-         WHERE s.id = source_id)));
+    USING (pgrag.collection_in_scope(pgrag.source_collection_id(source_id)));
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgrag_scoped') THEN
