@@ -1,15 +1,16 @@
 """The time limit of the current call, visible to all the work it runs.
 
-The transports start every call with `within` (the MCP tool wrapper, REST routes).
-Cancelling a coroutine cannot stop a worker thread, so CPU-bound steps run in `off_loop`
+Every call runs under `limited` (the guard, pgrag/services/guard.py); `within` bounds
+one awaitable inside a call. Cancelling a coroutine cannot stop a worker thread, so CPU-bound steps run in `off_loop`
 and check the deadline themselves: a call that timed out leaves no work behind."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -33,6 +34,21 @@ async def within(call: Awaitable[T], timeout: float) -> T:
     token = _deadline.set(ends if outer is None else min(ends, outer))
     try:
         return await asyncio.wait_for(call, timeout)
+    finally:
+        _deadline.reset(token)
+
+
+@contextlib.asynccontextmanager
+async def limited(timeout: float) -> AsyncIterator[None]:
+    """The block under a time limit of `timeout` seconds (TimeoutError past it), the
+    deadline visible to `remaining()` inside: `within` for a block rather than an
+    awaitable (the guard of every call, pgrag/services/guard.py)."""
+    ends = time.monotonic() + timeout
+    outer = _deadline.get()
+    token = _deadline.set(ends if outer is None else min(ends, outer))
+    try:
+        async with asyncio.timeout(timeout):
+            yield
     finally:
         _deadline.reset(token)
 

@@ -36,6 +36,12 @@ TOOL_CALLS = Counter(
     "MCP tool calls by tool and outcome (ok, or the stable error code).",
     ["tool", "outcome"],
 )
+CALLS = Counter(
+    "pgrag_calls_total",
+    "Guarded calls (MCP tools and resources, REST routes, console pages) by transport, call "
+    "and outcome (ok, or the stable error code).",
+    ["transport", "call", "outcome"],
+)
 RERANK_CALLS = Counter(
     "pgrag_rerank_calls_total",
     "Rerank calls by outcome (ok; timeout, error, malformed, partial: the fused order stood).",
@@ -111,8 +117,11 @@ def observe_search(
     return wrapper
 
 
-def count_tool_call(tool: str, outcome: str) -> None:
-    TOOL_CALLS.labels(tool, outcome).inc()
+def count_call(transport: str, call: str, outcome: str, *, tool: bool = False) -> None:
+    """One guarded call; an MCP tool call is counted by tool as well."""
+    CALLS.labels(transport, call, outcome).inc()
+    if tool:
+        TOOL_CALLS.labels(call, outcome).inc()
 
 
 def count_held_call(outcome: str, seconds: float) -> None:

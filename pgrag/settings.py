@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from functools import cached_property
@@ -190,6 +191,11 @@ class Settings(BaseSettings):
         description="share of time one HTTP caller's slow calls may take; past it, its next call"
         " waits while other callers' calls run (0: off)",
     )
+    trusted_proxies: str | None = Field(
+        None,
+        description="comma list of proxy addresses or networks (`10.0.0.5`, `10.0.0.0/8`) whose"
+        " `X-Forwarded-For` names the caller; unset: none, a caller is its peer address",
+    )
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(
         "smart_extract", description="`smart_extract` or `full`"
@@ -318,6 +324,18 @@ class Settings(BaseSettings):
         if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
             raise ValueError("must be an origin such as https://rag.example.com (no path)")
         return value.rstrip("/")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str | None) -> str | None:
+        """Addresses or networks only: `*` would let any peer name itself anyone."""
+        names = [n.strip() for n in (value or "").split(",") if n.strip()]
+        for name in names:
+            try:
+                ipaddress.ip_network(name, strict=False)
+            except ValueError:
+                raise ValueError(f"{name!r} is not an IP address or network") from None
+        return ",".join(names) or None
 
     @field_validator("toolsets")
     @classmethod

@@ -5,9 +5,11 @@ other key's calls answer, over REST and through the official MCP client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import pytest
@@ -99,6 +101,47 @@ async def test_local_callers_and_a_zero_share_are_never_held(clock: Clock) -> No
         on.admitted("local"),
     ):
         pass
+
+
+def _enter(admission: Admission, caller: str, stack: contextlib.AsyncExitStack) -> Any:
+    return stack.enter_async_context(admission.admitted(caller))
+
+
+@pytest.mark.anyio
+async def test_a_call_is_charged_its_own_cost_not_the_wait_others_caused(clock: Clock) -> None:
+    """Two cores; a hostile caller's 30 calls run beside one victim call for 3 s: the
+    victim's call counts 3 s x 2/31, under the threshold; each hostile call 3 s x 30/31."""
+    admission = Admission(SHARE, 0.25, max_hold_s=10.0, cores=2, clock=clock)
+    async with contextlib.AsyncExitStack() as hostile:
+        for _ in range(30):
+            await _enter(admission, "key:hostile", hostile)
+        async with admission.admitted("key:victim"):
+            clock.now += 3.0
+            victim_meter = admission.counted("key:victim")
+        assert victim_meter == pytest.approx(3.0 * 2 / 31)
+        assert admission.wait_s("key:victim") == 0  # 0.19 s: not a slow call
+        hostile_meter = admission.counted("key:hostile")
+    assert hostile_meter == pytest.approx(3.0 * 30 / 31)
+    # each of the 30 calls was charged (capped at a burst): far past its share
+    assert admission.wait_s("key:hostile") == pytest.approx(29 * admission.burst_s / SHARE)
+
+
+@pytest.mark.anyio
+async def test_padding_a_slow_call_with_idle_ones_raises_its_own_rate(clock: Clock) -> None:
+    """A caller cannot dilute its slow call's cost with calls of its own: alone, or with 100
+    idle calls beside it, its call counts its whole wall time."""
+    admission = Admission(SHARE, 0.25, max_hold_s=10.0, cores=2, clock=clock)
+    assert admission.rate(1, 1) == 1.0
+    assert admission.rate(101, 101) == 1.0  # all its own: the caller's doing
+    assert admission.rate(1, 31) == pytest.approx(2 / 31)  # 30 others: their doing
+    assert admission.rate(10, 40) == pytest.approx(10 / 40)
+    async with contextlib.AsyncExitStack() as pads:
+        for _ in range(100):
+            await _enter(admission, "key:a", pads)
+        for _ in range(2):  # the first spends the burst, the second is owed
+            async with admission.admitted("key:a"):
+                clock.now += 1.0
+        assert admission.wait_s("key:a") > 0  # charged: 1 s of its own, past 0.25
 
 
 @pytest.fixture

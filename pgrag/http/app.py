@@ -28,6 +28,7 @@ from pgrag.http.oauth.mount import oauth_gate
 from pgrag.http.routes import documents, ops, search
 from pgrag.mcp.notify import running_relay
 from pgrag.mcp.server import PgragServer, build_server
+from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import SharedContext, open_context
 from pgrag.services.oauth import OAuthScope
 from pgrag.settings import Settings
@@ -80,6 +81,7 @@ def create_app(
         if oauth.own_server:  # the consent page answers only for pgrag's own server
             app.state.oauth_issuer = oauth.issuer
     console_keys = [*keys, *admin_keys(settings)]
+    throttle = AuthThrottle()  # one budget of failed guesses: bearer keys and sign-ins
     console.mount(
         app,
         settings,
@@ -87,10 +89,11 @@ def create_app(
         keys=console_keys,
         loopback=is_loopback(host),
         error_status=HTTP_STATUS,
+        throttle=throttle,
     )
     cross_origin = oauth.is_open if oauth is not None else _nowhere
     app.add_middleware(FormBounds, skip=console.owns, cross_origin=cross_origin)
-    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth)
+    app.add_middleware(BearerAuth, keys=keys, own_auth=console.owns, oauth=oauth, throttle=throttle)
     policy = host_policy(host, settings.allowed_hosts, settings.allowed_origins)
     app.add_middleware(HostGuard, policy=policy)  # outermost
     return app
@@ -166,4 +169,13 @@ def run_http(app: FastAPI, settings: Settings, *, host: str, port: int) -> None:
         # JSON logs: uvicorn's loggers propagate to the root handler the CLI configured
         log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
         timeout_graceful_shutdown=10,
+        **proxy_options(settings),
     )
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """Whose X-Forwarded-For (and -Proto) uvicorn believes: PGRAG_TRUSTED_PROXIES only.
+    Left to itself uvicorn trusts 127.0.0.1 (or $FORWARDED_ALLOW_IPS), and any local
+    process could then name itself any caller."""
+    trusted = settings.trusted_proxies
+    return {"proxy_headers": trusted is not None, "forwarded_allow_ips": trusted or ""}

@@ -5,7 +5,6 @@ collections and scopes; its metadata and token endpoints are open."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from pgrag.errors import ErrorBody, ErrorCode
 from pgrag.http.errors import RestErrorBody, send_rest_error
 from pgrag.http.jsonrpc import send_error
 from pgrag.http.oauth.gate import OAuthGate
+from pgrag.services.auth_throttle import AuthThrottle, TooManyFailures
+from pgrag.services.caller_names import keyed
 from pgrag.services.identity import set_identity, set_may_write
 from pgrag.settings import Settings
 
@@ -34,7 +35,8 @@ class ApiKey:
 
     @property
     def caller(self) -> str:
-        return "key:" + hashlib.sha256(self.key.encode()).hexdigest()[:10]
+        """The key's audit name: a keyed hash (services/caller_names.py), never a digest."""
+        return keyed("key", self.key)
 
 
 def parse_api_keys(spec: str | None) -> list[ApiKey]:
@@ -64,9 +66,11 @@ class BearerAuth:
         keys: list[ApiKey],
         own_auth: Callable[[str], bool] | None = None,
         oauth: OAuthGate | None = None,
+        throttle: AuthThrottle | None = None,
     ) -> None:
         self.app = app
         self.keys = keys
+        self.throttle = throttle or AuthThrottle()
         self.own_auth = own_auth  # paths that authenticate themselves (the web console)
         self.oauth = oauth
 
@@ -82,9 +86,13 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         set_may_write(True)
+        # until a key or token names the caller: anonymous, charged to its address (the
+        # peer's, or what a configured proxy forwarded: uvicorn rewrites `client` for
+        # PGRAG_TRUSTED_PROXIES only, pgrag.http.app.run_http)
+        client = scope.get("client")
+        address = client[0] if client else "-"
+        set_identity("anonymous", None, f"address:{address}")
         if not self.keys and self.oauth is None:
-            client = scope.get("client")
-            set_identity("anonymous", None, f"address:{client[0] if client else '-'}")
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
@@ -98,6 +106,12 @@ class BearerAuth:
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"").decode("latin-1")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if token:  # a guess over the address's budget is refused before it is compared
+            try:
+                self.throttle.check(address)
+            except TooManyFailures as exc:
+                await _throttled(send, exc)
+                return
         key = self._match(token) if token else None
         if key is not None:
             set_identity(key.caller, key.collections)
@@ -106,6 +120,8 @@ class BearerAuth:
         oauth = self.oauth
         principal = await oauth.verify(token) if oauth is not None and token else None
         if oauth is None or principal is None:
+            if token:
+                self.throttle.failed(address)
             challenge = oauth.challenge("invalid_token" if token else None) if oauth else b"Bearer"
             if path in MCP_PATHS or path.startswith(MCP_PREFIXES):
                 await _unauthorized_jsonrpc(send, sent_key=bool(token), challenge=challenge)
@@ -118,6 +134,13 @@ class BearerAuth:
         set_identity(principal.caller, principal.collections)
         set_may_write(principal.may_write)
         await self.app(scope, receive, send)
+
+
+async def _throttled(send: Send, exc: TooManyFailures) -> None:
+    """429 RATE_LIMITED with Retry-After, in REST's error body (MCP clients read it too)."""
+    retry = str(exc.detail["retry_after_s"])
+    body = RestErrorBody.of(ErrorBody(code=exc.code, message=exc.message, detail=exc.detail))
+    await send_rest_error(send, 429, body, ((b"retry-after", retry.encode()),))
 
 
 def _writes(scope: Scope, path: str) -> bool:

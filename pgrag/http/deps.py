@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from pydantic import BeforeValidator
+from fastapi.exceptions import RequestValidationError
+from pydantic import BeforeValidator, ValidationError
+from starlette.exceptions import HTTPException
 
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.services.context import AppContext, SharedContext
-from pgrag.services.identity import current_account, current_scope
+from pgrag.services.guard import Call, Transport, guarded
+from pgrag.services.identity import current_scope
 
 
 def _whole_number(value: object) -> object:
@@ -51,8 +54,27 @@ Context = Annotated[AppContext, Depends(app_context)]
 Scope = Annotated[list[str] | None, Depends(caller_scope)]
 
 
-async def admitted(context: Context) -> AsyncIterator[None]:
-    """The caller's share of slow work (services/admission): held or refused before the
-    route runs, charged with what it took after."""
-    async with context.admission.admitted(current_account()):
-        yield
+# what a route's failure may be besides a PgragError: FastAPI's and Starlette's own
+REFUSALS: tuple[type[Exception], ...] = (RequestValidationError, HTTPException, ValidationError)
+
+
+def guard(timeout: float) -> Any:
+    """A router's dependency: each of its routes runs as a guarded call (admission, the
+    time limit, metrics and audit: pgrag/services/guard.py)."""
+
+    async def guarded_route(request: Request, context: Context) -> AsyncIterator[None]:
+        call = Call(Transport.REST, route_name(request), route_arguments(request))
+        async with guarded(context, call, timeout, passthrough=REFUSALS):
+            yield
+
+    return Depends(guarded_route, scope="function")
+
+
+def route_name(request: Request) -> str:
+    """ "GET /api/documents/{document_id}": the route's template, never the caller's path."""
+    route = request.scope.get("route")
+    return f"{request.method} {getattr(route, 'path', request.url.path)}"
+
+
+def route_arguments(request: Request) -> dict[str, Any]:
+    return {**request.query_params, **request.path_params}

@@ -1,5 +1,6 @@
 """What is MCP-specific about a tool call: the context a tool's `ctx` carries, and the
-wrapper that turns a tool body into an enveloped, audited, time-limited call. The context
+wrapper that runs a tool body as a guarded call (admission, time limit, metrics and audit:
+pgrag/services/guard.py) and makes its answer. The context
 itself, the read-only rule and the time limits live in pgrag/services/context.py."""
 
 from __future__ import annotations
@@ -13,21 +14,18 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
-from pgrag.deadline import within
-from pgrag.errors import Forbidden, PgragError, as_pgrag_error, new_trace_id
+from pgrag.errors import Forbidden, PgragError
 from pgrag.jsonable import jsonable
 from pgrag.mcp.envelope import Envelope, error_envelope, to_result
-from pgrag.metrics import count_tool_call
-from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import DEFAULT_TIMEOUT_S, AppContext, read_only
-from pgrag.services.identity import current_account, current_caller, current_scope, may_write
+from pgrag.services.guard import Call, Transport, guarded
+from pgrag.services.identity import current_caller, current_scope, may_write
 
 P = ParamSpec("P")
 V = TypeVar("V")
 V_in = TypeVar("V_in", contravariant=True)
 A = TypeVar("A")
 
-ELIDE_KEYS = {"content", "text", "patch", "data"}
 _current_tool: ContextVar[str] = ContextVar("pgrag_current_tool")
 
 
@@ -83,33 +81,6 @@ def require_unscoped(ctx: Context[Any, Any], reason: str) -> None:
         )
 
 
-def _elide(args: dict[str, Any]) -> dict[str, Any]:
-    """The audit keeps what was asked, not the payload: content and long values are elided."""
-    out: dict[str, Any] = {}
-    for k, v in args.items():
-        if k in ELIDE_KEYS and isinstance(v, str | list | dict):
-            out[k] = f"<{len(v)} {'chars' if isinstance(v, str) else 'items'}>"
-        elif isinstance(v, str) and len(v) > 500:
-            out[k] = v[:500] + "…"
-        elif isinstance(v, list) and len(v) > 50:
-            out[k] = f"<{len(v)} items>"
-        else:
-            out[k] = v
-    return out
-
-
-def _sanitised(value: Any) -> Any:
-    """`value` with every NUL character replaced: PostgreSQL's jsonb cannot store one, and
-    the call must be audited all the same."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, list):
-        return [_sanitised(v) for v in value]
-    if isinstance(value, dict):
-        return {_sanitised(k): _sanitised(v) for k, v in value.items()}
-    return value
-
-
 class ResultShape(Protocol[V_in, A]):
     """How a tool body's value and its failures become the tool's answer: pgrag's envelope
     (`ENVELOPE`) or a compatibility toolset's own shape."""
@@ -159,29 +130,19 @@ def tool_call(
         @functools.wraps(body)
         async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
             started = time.perf_counter()
-            trace_id = new_trace_id()
             ctx: Context[Any, Any] = kwargs["ctx"]
+            arguments = jsonable({k: v for k, v in kwargs.items() if k != "ctx"})
+            call = Call(Transport.MCP, tool, arguments)
             running = _current_tool.set(tool)
             try:
-                async with state_of(ctx).admission.admitted(current_account()):
-                    value = await within(body(*args, **kwargs), timeout)
-                answer = shape.success(value, trace_id)
-            except Exception as exc:
-                answer = shape.failure(as_pgrag_error(exc, trace_id), trace_id)
+                async with guarded(state_of(ctx), call, timeout):
+                    value = await body(*args, **kwargs)
+                    answer = shape.success(value, call.trace_id)
+                    result, call.outcome, call.label = shape.result(answer, started)
+            except PgragError as error:  # the guard gave every failure its stable code
+                result, _, _ = shape.result(shape.failure(error, call.trace_id), started)
             finally:
                 _current_tool.reset(running)
-            result, outcome, label = shape.result(answer, started)
-            count_tool_call(tool, label)
-            arguments = jsonable({k: v for k, v in kwargs.items() if k != "ctx"})
-            call = ToolCall(
-                tool,
-                _sanitised(_elide(arguments)),
-                caller_of(ctx),
-                round((time.perf_counter() - started) * 1000, 2),
-                outcome,
-                trace_id,
-            )
-            await record_tool_call(state_of(ctx).pool, call)
             return result
 
         return wrapper

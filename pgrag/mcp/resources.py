@@ -6,7 +6,9 @@ resources."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server import MCPServer
@@ -18,12 +20,15 @@ from pgrag.errors import ErrorCode, NotFound, PgragError
 from pgrag.mcp.app_state import scope_of, state_of
 from pgrag.mcp.text_parts import parse_start, with_note
 from pgrag.services import documents as docs
-from pgrag.services.identity import current_account
+from pgrag.services.context import DEFAULT_TIMEOUT_S
+from pgrag.services.guard import RESOURCES, Call, Transport, guarded
 from pgrag.text_parts import text_part
 
 RESOURCE_ERROR = -32002  # MCP: resource error (not found / unavailable)
 LIST_PAGE = 100
 
+READ = RESOURCES + "read "  # a resource read is audited as "resources/read document"
+LIST = RESOURCES + "list"
 NO_ID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -58,8 +63,10 @@ def register_resources(server: MCPServer[Any]) -> None:
         description="A document's metadata and cached outline (pages, sheets, slides, headings).",
     )
     async def document(document_id: str, ctx: Context[Any, Any]) -> str:
-        doc, _ = await _read(ctx, document_id, f"pgrag://documents/{document_id}", with_text=False)
-        return document_body(doc)
+        uri = f"pgrag://documents/{document_id}"
+        async with _resource_call(ctx, "document", uri):
+            doc, _ = await _read(ctx, document_id, with_text=False)
+            return document_body(doc)
 
     @server.resource(
         "pgrag://documents/{document_id}/content{?start}",
@@ -75,9 +82,10 @@ def register_resources(server: MCPServer[Any]) -> None:
     ) -> str:
         uri = content_uri(document_id)
         offset = parse_start(start, uri)
-        doc, text = await _read(ctx, document_id, uri, with_text=True)
-        part = await asyncio.to_thread(text_part, text or "", offset)  # tokenising: off the loop
-        return with_note(part, content_uri(doc.id, part.end))
+        async with _resource_call(ctx, "document_content", uri, start=start):
+            doc, text = await _read(ctx, document_id, with_text=True)
+            part = await asyncio.to_thread(text_part, text or "", offset)  # tokenising
+            return with_note(part, content_uri(doc.id, part.end))
 
 
 def content_uri(document_id: str, start: int = 0) -> str:
@@ -86,16 +94,16 @@ def content_uri(document_id: str, start: int = 0) -> str:
     return f"{uri}?start={start}" if start else uri
 
 
-async def _read(
-    ctx: Context[Any, Any], ref: str, uri: str, *, with_text: bool
-) -> tuple[docs.DocumentRef, str | None]:
-    """Resolve under the caller's scope; map errors to MCP resource errors."""
+@contextlib.asynccontextmanager
+async def _resource_call(
+    ctx: Context[Any, Any], name: str, uri: str, **arguments: Any
+) -> AsyncIterator[None]:
+    """A resource read as a guarded call (pgrag/services/guard.py); its failures as MCP
+    resource errors."""
+    call = Call(Transport.MCP, READ + name, {"uri": uri, **arguments})
     try:
-        state, scope = state_of(ctx), scope_of(ctx)
-        async with state.admission.admitted(current_account()):
-            if not with_text:
-                return await docs.find(state.pool, scope, ref), None
-            return await docs.ready_text(state.pool, scope, ref)
+        async with guarded(state_of(ctx), call, DEFAULT_TIMEOUT_S):
+            yield
     except NotFound as exc:  # the spec's "resource not found", with our stable code
         raise MCPError(
             code=INVALID_PARAMS,
@@ -104,6 +112,16 @@ async def _read(
         ) from exc
     except PgragError as exc:
         raise _mcp_error(exc, uri) from exc
+
+
+async def _read(
+    ctx: Context[Any, Any], ref: str, *, with_text: bool
+) -> tuple[docs.DocumentRef, str | None]:
+    """Resolve under the caller's scope."""
+    state, scope = state_of(ctx), scope_of(ctx)
+    if not with_text:
+        return await docs.find(state.pool, scope, ref), None
+    return await docs.ready_text(state.pool, scope, ref)
 
 
 async def list_document_resources(
@@ -124,7 +142,12 @@ async def list_document_resources(
                 message=exc.message,
                 data={"code": str(ErrorCode.INVALID_ARGUMENT)},
             ) from exc
-    refs = await docs.page_after(state.pool, scope, (after, after_id), LIST_PAGE + 1)
+    call = Call(Transport.MCP, LIST, {"cursor": cursor} if cursor else {})
+    try:
+        async with guarded(state, call, DEFAULT_TIMEOUT_S):
+            refs = await docs.page_after(state.pool, scope, (after, after_id), LIST_PAGE + 1)
+    except PgragError as exc:
+        raise _mcp_error(exc, "resources/list") from exc
     items = [
         {
             "uri": f"pgrag://documents/{d.id}",

@@ -1,19 +1,33 @@
-"""Per-caller admission: the time limits bound each call, this bounds each caller. A call
-that takes longer than the slow-call threshold is charged, whole, to its caller; a caller
+"""Per-caller admission: the time limits bound each call, this bounds each caller.
+
+The rule: a call is charged what it cost its caller's share of the server, never the time
+other callers made it wait. While a call runs, each second counts at the rate
+
+    rate = min(1, C / n) / min(1, C / m)
+
+(C: the cores serving calls; n: calls running on this server; m: the caller's own calls
+among them). That is the time the call would have taken had only its caller's calls been
+running: others' load is taken out, the caller's own parallelism is not. Alone (n <= C) a
+call counts its whole wall time; a victim's call slowed by another key's 30 slow calls
+counts 1/31 of it; a key that pads its slow call with idle ones only raises its own rate.
+Time spent held before a call starts is never counted.
+
+A call whose cost passes the slow-call threshold is charged, whole, to its caller; a caller
 whose charges run ahead of its share of the server waits before its next call starts. So one
 client looping over slow requests (a regex that ends `TIMEOUT`, a 4,000-character query)
 takes at most that share, while callers whose calls stay under the threshold never wait.
 Holding is work-conserving: a caller is held only while other callers have calls running,
 so a lone client (a local agent, a script) is never slowed by it.
 
-Callers are API keys and OAuth grants; anonymous HTTP callers are their address (behind a
-proxy: one caller). Local callers (stdio, the CLI) are never held."""
+Callers are API keys and OAuth grants; anonymous HTTP callers are their peer address (behind
+a configured proxy: the address it forwards). Local callers (stdio, the CLI) are never held."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -24,6 +38,15 @@ from pgrag.metrics import count_held_call
 MAX_HOLD_S = 10.0  # a longer wait is refused RATE_LIMITED (with retry_after_s) instead
 MAX_ACCOUNTS = 4096  # then accounts with nothing owed are forgotten
 LOCAL = "local"
+
+
+def serving_cores() -> int:
+    """The cores this process may run on: what its calls (and, on one host, the database's
+    backends) share."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class RateLimited(PgragError):
@@ -45,19 +68,35 @@ class Admission:
         slow_s: float,
         *,
         max_hold_s: float = MAX_HOLD_S,
+        cores: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.share, self.slow_s = share, slow_s
         self.max_hold_s = max_hold_s
+        self.cores = cores or serving_cores()
         # one call is charged at most what a maximal wait repays, and a caller may spend
         # that much before its first wait: a single long call is held after, never refused
         self.burst_s = max_hold_s * share
         self.clock = clock
         self.accounts: dict[str, _Account] = {}
         self.running: dict[str, int] = {}  # calls under way, by caller
+        # by caller with calls running: the seconds its calls have counted so far (each
+        # call's cost is the difference between its end and its start), brought up to date
+        # at every start and end, when the rates change
+        self._meters: dict[str, float] = {}
+        self._metered_at = clock()
 
     def others_running(self, caller: str) -> bool:
         return sum(self.running.values()) > self.running.get(caller, 0)
+
+    def rate(self, mine: int, total: int) -> float:
+        """How fast a call's cost grows while `total` calls run, `mine` of them its caller's."""
+        return min(1.0, self.cores / total) / min(1.0, self.cores / mine)
+
+    def counted(self, caller: str) -> float:
+        """The seconds the caller's running calls have counted so far, all together."""
+        self._meter()
+        return self._meters.get(caller, 0.0)
 
     def wait_s(self, caller: str) -> float:
         """How long the caller's next call must wait for its balance to reach zero."""
@@ -65,7 +104,7 @@ class Admission:
         return max(0.0, -account.balance / self.share)
 
     def charge(self, caller: str, seconds: float) -> None:
-        """A call took `seconds`: a slow one (past the threshold) is the caller's, whole."""
+        """A call cost `seconds`: a slow one (past the threshold) is the caller's, whole."""
         slow = min(seconds, self.burst_s) if seconds > self.slow_s else 0.0
         if slow > 0:
             self._account(caller).balance -= slow
@@ -75,7 +114,7 @@ class Admission:
     @contextlib.asynccontextmanager
     async def admitted(self, caller: str) -> AsyncIterator[None]:
         """Wait for the caller's share while others run (or refuse past MAX_HOLD_S), run the
-        call, charge it."""
+        call, charge what it cost."""
         if self.share <= 0 or caller == LOCAL:
             yield
             return
@@ -91,15 +130,32 @@ class Admission:
         if wait > 0:
             count_held_call("held", wait)
             await asyncio.sleep(wait)
-        started = self.clock()
-        self.running[caller] = self.running.get(caller, 0) + 1
+        started = self._start(caller)
         try:
             yield
         finally:
-            self.running[caller] -= 1
-            if not self.running[caller]:
-                del self.running[caller]
-            self.charge(caller, self.clock() - started)
+            self.charge(caller, self._end(caller) - started)
+
+    def _start(self, caller: str) -> float:
+        self._meter()
+        self.running[caller] = self.running.get(caller, 0) + 1
+        return self._meters.setdefault(caller, 0.0)
+
+    def _end(self, caller: str) -> float:
+        self._meter()
+        ended = self._meters[caller]
+        self.running[caller] -= 1
+        if not self.running[caller]:
+            del self.running[caller], self._meters[caller]
+        return ended
+
+    def _meter(self) -> None:
+        """Count the time since the last change for every caller with calls running."""
+        now = self.clock()
+        elapsed, self._metered_at = now - self._metered_at, now
+        total = sum(self.running.values())
+        for caller, mine in self.running.items():
+            self._meters[caller] += elapsed * self.rate(mine, total)
 
     def _account(self, caller: str) -> _Account:
         now = self.clock()

@@ -21,6 +21,7 @@ from pgrag.errors import Forbidden
 from pgrag.paging import ContinuationCodec
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
+from pgrag.services import caller_names
 from pgrag.services.admission import Admission
 from pgrag.services.ingestion import make_ingestor, resume_vectors
 from pgrag.services.retention import prune_periodically
@@ -92,6 +93,7 @@ async def open_context(
             await service.reranker.load()
         async with rt.db.pool.connection() as conn:
             codec = await service.codec(conn)  # one secret for every tool's tokens
+        caller_names.use_database_secret(codec.secret.decode())
         context = AppContext(
             settings=settings,
             pool=rt.db.pool,

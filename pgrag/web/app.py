@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from pgrag.errors import ErrorCode
+from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
 from pgrag.web.core import Console
@@ -43,9 +44,10 @@ def mount(
     keys: Sequence[KeyLike],
     loopback: bool,
     error_status: Mapping[ErrorCode, int],
+    throttle: AuthThrottle,
 ) -> None:
     sessions = Sessions(keys, loopback=loopback)
-    app.state.console = Console(settings, sessions, shared, error_status)
+    app.state.console = Console(settings, sessions, shared, error_status, throttle)
     for router in (
         overview.router,
         auth.router,

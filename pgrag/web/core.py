@@ -6,23 +6,45 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from pgrag.errors import ErrorCode, Forbidden, PgragError
-from pgrag.services.context import AppContext, SharedContext, require_remote_writes
+from pgrag.services.auth_throttle import AuthThrottle
+from pgrag.services.context import (
+    SEARCH_TIMEOUT_S,
+    AppContext,
+    SharedContext,
+    require_remote_writes,
+)
+from pgrag.services.guard import Call, Transport, guarded
+from pgrag.services.identity import set_identity
 from pgrag.settings import Settings
 from pgrag.web import render
 from pgrag.web.i18n import MESSAGES, Lang, choose
-from pgrag.web.session import COOKIE, MAX_AGE_S, Caller, Session, Sessions, csrf_ok
+from pgrag.web.session import (
+    ANONYMOUS,
+    COOKIE,
+    MAX_AGE_S,
+    Caller,
+    Session,
+    Sessions,
+    csrf_ok,
+)
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 LOGIN_PATH = "/console/login"
+ACTION_TIMEOUT_S = 300.0  # a POST's limit: the longest action is an evaluation run
+# what a route's failure may be besides a PgragError: FastAPI's and Starlette's own
+REFUSALS: tuple[type[Exception], ...] = (RequestValidationError, HTTPException, ValidationError)
 
 
 class SignInNeeded(Exception):
@@ -37,6 +59,7 @@ class Console:
     sessions: Sessions
     shared: SharedContext
     error_status: Mapping[ErrorCode, int]
+    throttle: AuthThrottle  # failed sign-ins by address, shared with the bearer keys
 
     @property
     def writes(self) -> bool:
@@ -59,6 +82,7 @@ class View:
     lang: Lang
     fresh: bool  # the session is new: the response sets its cookie
     started: float = field(default_factory=time.perf_counter)
+    call: Call | None = None  # the guarded call this request runs as (view_of)
 
     @property
     def context(self) -> AppContext:
@@ -76,6 +100,17 @@ class View:
         if self.caller is None:
             raise SignInNeeded()
         return self.caller
+
+    def sign_in(self, key: str) -> str | None:
+        """The fingerprint of a configured key, or None; an address past its budget of
+        failed sign-ins is refused RATE_LIMITED before the key is compared."""
+        sessions, throttle = self.console.sessions, self.console.throttle
+        address = self.request.client.host if self.request.client else "-"
+        throttle.check(address)
+        key_id = sessions.match(key.strip()) if not sessions.closed else None
+        if key_id is None:
+            throttle.failed(address)
+        return key_id
 
     def csrf_ok(self, token: str) -> bool:
         """The token of this request's session (a new session has none to match)."""
@@ -127,7 +162,10 @@ def set_session(request: Request, response: Response, value: str) -> None:
     )
 
 
-def view_of(request: Request) -> View:
+async def view_of(request: Request) -> AsyncIterator[View]:
+    """Every console route's dependency: who is calling (the session's key; before sign-in,
+    the anonymous caller charged to its address), and the route run as a guarded call
+    (admission, time limit, metrics, audit: pgrag/services/guard.py), as REST routes are."""
     console: Console = request.app.state.console
     sessions = console.sessions
     session = sessions.load(request.cookies.get(COOKIE))
@@ -135,7 +173,18 @@ def view_of(request: Request) -> View:
     if session is None:
         session = sessions.new()
     lang = choose(request.headers.get("accept-language"))
-    return View(console, request, session, sessions.caller(session), lang, fresh)
+    view = View(console, request, session, sessions.caller(session), lang, fresh)
+    if view.caller is not None and view.caller is not ANONYMOUS:
+        set_identity(view.caller.name, view.caller.scope)
+    route = request.scope.get("route")
+    call = Call(
+        Transport.CONSOLE,
+        f"{request.method} {getattr(route, 'path', request.url.path)}",
+        {**request.query_params, **request.path_params},
+    )
+    timeout = SEARCH_TIMEOUT_S if request.method == "GET" else ACTION_TIMEOUT_S
+    async with guarded(view.context, call, timeout, passthrough=REFUSALS) as view.call:
+        yield view
 
 
 def html_errors(
@@ -154,6 +203,8 @@ def html_errors(
         except PgragError as exc:
             if exc.code == ErrorCode.INTERNAL:
                 log.exception("console page failed")
+            if view.call is not None:  # the page answers; the guard counts its code
+                view.call.failed(str(exc.code))
             return view.error(exc)
 
     return wrapped

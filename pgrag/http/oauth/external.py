@@ -6,6 +6,7 @@ collection; absent, the token is refused) and the scopes from `scope` or `scp`."
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ import anyio
 import jwt
 
 from pgrag.http.oauth.gate import OAuthGate, Principal
+from pgrag.services.caller_names import keyed
 from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,5 +61,7 @@ class ExternalIssuer(OAuthGate):
         if collections is None:
             return None
         scopes = _words(claims.get("scope")) or _words(claims.get("scp")) or []
-        caller = "oauth:" + str(claims.get("sub") or claims.get("client_id") or "?")[:24]
+        # the whole identity, keyed: a subject through two clients is two callers
+        who = [claims.get("sub"), claims.get("client_id") or claims.get("azp")]
+        caller = keyed("oauth", json.dumps(who, default=str))
         return Principal(caller, None if "*" in collections else collections, scopes)

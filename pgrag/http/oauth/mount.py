@@ -119,7 +119,8 @@ class OwnServer(OAuthGate):
             return None
         if not same_resource(access.resource, self.resource):
             return None
-        return Principal("oauth:" + access.client_id[:12], access.collections, access.scopes)
+        # named by its grant: two clients (or two consents) are two callers, never one
+        return Principal(f"oauth:grant-{access.grant_id}", access.collections, access.scopes)
 
 
 def oauth_gate(

@@ -7,19 +7,19 @@ import asyncio
 import urllib.parse
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
+from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
-from pgrag.http.deps import Context, QueryInt, Scope, admitted
+from pgrag.http.deps import Context, QueryInt, Scope, guard
 from pgrag.http.errors import error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
-from pgrag.services.context import require_remote_writes
+from pgrag.services.context import WRITE_TIMEOUT_S, require_remote_writes
 from pgrag.services.uploads import accept_upload
 from pgrag.text_parts import MAX_START, text_part
 
-router = APIRouter(tags=["documents"], dependencies=[Depends(admitted, scope="function")])
+router = APIRouter(tags=["documents"], dependencies=[guard(WRITE_TIMEOUT_S)])
 
 
 class UploadAccepted(BaseModel):

@@ -9,17 +9,18 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 
 from pgrag import metrics
-from pgrag.http.deps import Context, Scope, shared_context
+from pgrag.http.deps import Context, Scope, guard, shared_context
 from pgrag.http.errors import error_doc, error_docs
 from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
-from pgrag.services.context import SharedContext
+from pgrag.services.context import DEFAULT_TIMEOUT_S, SharedContext
 from pgrag.services.status import database_ready, document_status, report_for
 
 # Two routers so the OpenAPI document keeps its order: probes first, status after the
-# document routes.
+# document routes. The probes do no work worth guarding: liveness, one `SELECT 1`, and the
+# metrics of this process.
 probes = APIRouter(tags=["ops"])
-status = APIRouter(tags=["ops"])
+status = APIRouter(tags=["ops"], dependencies=[guard(DEFAULT_TIMEOUT_S)])
 
 
 class Readiness(BaseModel):

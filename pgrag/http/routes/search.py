@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from pgrag.deadline import within
-from pgrag.http.deps import Context, Scope, admitted
+from pgrag.http.deps import Context, Scope, guard
 from pgrag.http.errors import error_docs
 from pgrag.paging import Continuation
 from pgrag.search.flat import SearchQuery, from_flat
 from pgrag.search.models import SearchData
 from pgrag.services.context import SEARCH_TIMEOUT_S
 
-router = APIRouter(tags=["search"], dependencies=[Depends(admitted, scope="function")])
+router = APIRouter(tags=["search"], dependencies=[guard(SEARCH_TIMEOUT_S)])
 
 
 class SearchBody(SearchData):
@@ -34,9 +33,7 @@ async def api_search(
     """Search (same data as the MCP `search` tool; its fields as URL parameters, `q` the
     query, filters flat, a list repeated: `?q=…&file_type=pdf&file_type=docx`)."""
     req = from_flat(params.model_dump())
-    page = await within(
-        context.search.search(req, collection_scope=caller_scope, caller="rest"), SEARCH_TIMEOUT_S
-    )
+    page = await context.search.search(req, collection_scope=caller_scope, caller="rest")
     body = page.data.model_dump(mode="json")
     body["continuation"] = {"has_more": page.has_more, "token": page.next_token}
     return body

@@ -32,7 +32,7 @@ async def login(
     sessions = view.console.sessions
     if not view.csrf_ok(csrf):
         return view.page("login.html", 403, closed=sessions.closed, refused=True)
-    key_id = sessions.match(key.strip()) if not sessions.closed else None
+    key_id = view.sign_in(key)
     if key_id is None:
         return view.page("login.html", 401, closed=sessions.closed, unknown=True)
     response = RedirectResponse("/", status_code=303)

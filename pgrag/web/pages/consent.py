@@ -74,7 +74,7 @@ async def consent_sign_in(
     if not view.csrf_ok(csrf):
         raise Forbidden("missing or wrong CSRF token: reload the page and try again")
     sessions = view.console.sessions
-    key_id = sessions.match(key.strip()) if not sessions.closed else None
+    key_id = view.sign_in(key)
     if key_id is None:
         asked = await oauth.pending(view.context.pool, request)
         return view.page(
