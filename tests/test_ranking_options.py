@@ -21,6 +21,7 @@ pytest_plugins = ("tests.support.kb_server",)
 def warm(kb_http: HttpServer) -> None:
     warm_up(kb_http)
 
+
 QUERY = "quarterly revenue budget"
 LIMIT = 10
 # each knob, and the search it must reorder: the default, or rrf with its default k
@@ -55,10 +56,11 @@ def test_each_knob_reorders_as_mcp_rest_and_sql_do(
     after, data = ranked(kb_http, knob)
     assert len(after) == LIMIT and after != before, knob
     rest = rest_search(
-        kb_http.base, {"q": QUERY, "limit": LIMIT, "collection": KB_COLLECTION, **knob}
+        kb_http.base,
+        {"q": QUERY, "limit": LIMIT, "max_tokens": 25000, "collection": KB_COLLECTION, **knob},
     )
     assert rest.status_code == 200, rest.text
-    assert [h["chunk_id"] for h in rest.json()["data"]["results"]] == after
+    assert [h["chunk_id"] for h in rest.json()["results"]] == after
     assert sql_order(kb.dsn, data["search_id"], knob) == after
     # each hit's explain shows what it ranked with
     explain = data["results"][0]["explain"]
@@ -114,4 +116,4 @@ def test_a_knob_out_of_bounds_is_a_clear_error(
     got = rest_search(kb_http.base, {"q": QUERY, **params})
     assert got.status_code == 400, got.text
     body = got.json()
-    assert body["errorCode"] == "INVALID_ARGUMENT" and field in body["message"], body
+    assert body["errorCode"] == "INVALID_ARGUMENT" and field in body["errorMessage"], body

@@ -13,7 +13,9 @@ are skipped):
 `document` is a document id, its path as stored, or its file name. `location` uses the
 fields of a search result's `location` (page, section, sheet, slide, rows as "12" or
 "12-15"); every field given must match. `mode` runs that line in that mode only (regex
-patterns need it); other lines run in each mode asked for (hybrid by default).
+patterns need it); other lines run in each mode asked for (hybrid by default). `options`
+sets ranking options of the search for that line (`{"fusion": "rrf", "rrf_k": 10}`: fusion,
+lexical_weight, semantic_weight, rrf_k, threshold, rerank), checked as the search checks them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pgrag.search.flat import flat_values, from_flat
 from pgrag.search.models import Fusion, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import CASE_OPTIONS
-from pgrag.services.overview import reproduce_sql, score_parts
+from pgrag.services.overview import collection_names, reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
 
@@ -37,6 +37,8 @@ FORM_FIELDS = (
     "why_not",
     *KNOB_FIELDS,
 )
+# the collapsed "Filters and options" section: the first result stays above the fold
+MORE_FIELDS = ("scope", "collection", "folder", "file_type", "max_tokens", "why_not")
 # no mode: the default (hybrid), and a case saved from the page runs in every mode asked for
 DEFAULTS = {"scope": "chunks", "limit": "10", "max_tokens": "4000"}
 IDS = re.compile(r"[\s,]+")
@@ -54,7 +56,9 @@ async def search_page(view: Page) -> Response:
         "scopes": get_args(SearchScope),
         "fusions": get_args(Fusion),
         "knobs_set": any(form[k] for k in KNOB_FIELDS),
+        "filters_set": any(form[k] != DEFAULTS.get(k, "") for k in MORE_FIELDS),
         "reranks": view.context.search.reranker is not None,
+        "collections": await collection_names(view.context.pool, view.scope),
         "back": f"{view.request.url.path}?{view.request.url.query}",
         "saved": params.get("saved", "")[:200],
     }
