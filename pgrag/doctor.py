@@ -16,6 +16,7 @@ from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError, setup_error
 from pgrag.settings import Settings, load_settings
+from pgrag.store import table_sources
 from pgrag.store.collections import check_model, list_collections
 
 
@@ -49,8 +50,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
             "configuration", True, f"model {settings.embedding_model}, toolsets {settings.toolsets}"
         )
     ]
-    model_check, dims = await _embedding_check(settings)
-    checks.append(model_check)
+    model_checks, dims = await _embedding_check(settings)
+    checks += model_checks
     try:
         dsn = resolve_dsn(settings)
         conn = await connect(dsn)
@@ -67,6 +68,8 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
         checks.append(migrated)
         if migrated.ok and not migrated.note and dims is not None:
             checks += await _collection_checks(conn, settings.embedding_model, dims)
+        if migrated.ok and not migrated.note:
+            checks += await _source_checks(conn)
         if migrated.ok and not migrated.note and _limits_keys(settings.api_keys):
             checks.append(await _scoped_keys_check(conn))
     except psycopg.Error as exc:  # a privilege this role lacks: a failed check, not a crash
@@ -77,16 +80,19 @@ async def run_checks(overrides: dict[str, Any]) -> list[Check]:
     return checks
 
 
-async def _embedding_check(settings: Settings) -> tuple[Check, int | None]:
-    """The model loads and answers; its dimensions, for the collections' check."""
+async def _embedding_check(settings: Settings) -> tuple[list[Check], int | None]:
+    """The model loads and answers; its dimensions, for the collections' check; which
+    engine runs it in process, and how to get the faster one."""
     try:
         provider = make_provider(settings)
         dims = int((await provider.embed_query("doctor probe")).shape[0])
-        check = Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")
+        checks = [Check("embedding model", True, f"{provider.model} loads, {dims} dimensions")]
+        if (engine := provider.engine_note()) is not None:
+            checks.append(Check("embedding engine", True, engine.reason, note=not engine.fastest))
         await provider.aclose()
-        return check, dims
+        return checks, dims
     except Exception as exc:
-        return Check("embedding model", False, str(exc)), None
+        return [Check("embedding model", False, str(exc))], None
 
 
 async def _server_checks(conn: Any) -> list[Check]:
@@ -157,4 +163,18 @@ async def _collection_checks(conn: Any, model: str, dims: int) -> list[Check]:
             )
         except PgragError as exc:
             checks.append(Check(f"collection {col.name}", False, str(exc)))
+    return checks
+
+
+async def _source_checks(conn: Any) -> list[Check]:
+    """Each table source can be read as registered (or why not, with the fix)."""
+    checks = []
+    for src in await table_sources.stats(conn):
+        if src.state == "removed":
+            continue
+        problem = src.failure or await table_sources.problem(conn, src.id)
+        detail = (
+            f"{src.relation} -> {src.collection}: {src.indexed} rows indexed, {src.pending} pending"
+        )
+        checks.append(Check(f"source {src.name}", problem is None, problem or detail))
     return checks

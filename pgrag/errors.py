@@ -37,6 +37,9 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "TOO_LARGE"  # or expands beyond a bound of ingest/parsers/limits.py
     PARSER_CRASHED = "PARSER_CRASHED"
     IO_ERROR = "IO_ERROR"  # the file could not be opened or hashed
+    # PGRAG_HOME or a folder in it can be written by another user (home.py): not started
+    UNSAFE_PERMISSIONS = "UNSAFE_PERMISSIONS"
+    INTERRUPTED = "INTERRUPTED"  # the process writing its version died (store/interrupted.py)
     # files a parser cannot read (ParseError)
     CORRUPT_FILE = "CORRUPT_FILE"
     UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from pgrag.errors import ErrorCode
 
@@ -66,7 +66,25 @@ INGEST_DOCUMENTS = Counter(
     ["outcome"],
 )
 
+SOURCE_PENDING = Gauge(
+    "pgrag_source_pending",
+    "Rows of a table source waiting to be indexed: queued changes and rows not yet backfilled.",
+    ["source"],
+)
+SOURCE_LAG = Gauge(
+    "pgrag_source_lag_seconds", "Age of a table source's oldest queued change.", ["source"]
+)
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def set_sources(found: list[tuple[str, int, float]]) -> None:
+    """The table sources' gauges: (name, pending, lag seconds) each; gone sources dropped."""
+    SOURCE_PENDING.clear()
+    SOURCE_LAG.clear()
+    for name, pending, lag in found:
+        SOURCE_PENDING.labels(name).set(pending)
+        SOURCE_LAG.labels(name).set(lag)
 
 
 def render() -> bytes:

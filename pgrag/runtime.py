@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pgrag.db.database import Database, open_database
 from pgrag.embeddings import EmbeddingProvider, make_provider
+from pgrag.home import check_home
 from pgrag.settings import Settings
 
 
@@ -20,6 +21,7 @@ class Runtime:
 
 @contextlib.asynccontextmanager
 async def open_runtime(settings: Settings, *, max_pool: int = 10) -> AsyncIterator[Runtime]:
+    check_home(settings.home)  # nothing is read from a home others can write to
     provider = make_provider(settings)
     try:
         async with open_database(settings, max_size=max_pool) as db:

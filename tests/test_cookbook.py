@@ -52,6 +52,20 @@ def cookbook_dsn(dsn: str, tmp_path: Path) -> str:
     assert ingest.returncode == 0, ingest.stderr
     search = _run("--database-url", dsn, *MODEL, "search", "contract signing", home=tmp_path)
     assert search.returncode == 0, search.stderr
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a table source (its recipe)
+        conn.execute(
+            "CREATE TABLE tickets (id int PRIMARY KEY, subject text, body text, customer text)"
+        )
+        conn.execute(
+            "INSERT INTO tickets VALUES (1, 'Printer', 'The printer jams on page two', 'acme'),"
+            " (2, 'Login', 'Password reset mail never arrives', 'globex')"
+        )
+    for args in (
+        ("source", "add", "tickets", "--text", "body", "--title", "subject"),
+        ("source", "sync"),
+    ):
+        done = _run("--database-url", dsn, *MODEL, *args, home=tmp_path)
+        assert done.returncode == 0, done.stderr
     return dsn
 
 

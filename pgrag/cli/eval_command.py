@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from pgrag.cli.app import cli, run, state
+from pgrag.cli.app import cli, run, shown, state
 from pgrag.runtime import open_runtime
 from pgrag.search.engine import SearchService
 from pgrag.search.modes import SearchMode
@@ -59,7 +58,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             style = "bold" if name == "all" else None
             table.add_row(
                 mode if i == 0 else "",
-                escape(name),  # user-chosen category names are not rich markup
+                shown(name),  # user-chosen category names are not rich markup
                 str(m["n"]),
                 _pct(m["hit@1"]),
                 _pct(m["hit@3"]),
@@ -80,12 +79,12 @@ def print_details(outcomes: list[Outcome]) -> None:
     for o in outcomes:
         table.add_row(
             o.mode,
-            escape(o.category),
-            escape(o.query[:60]),  # a regex such as [a-z]+ is not rich markup
+            shown(o.category),
+            shown(o.query[:60]),  # a regex such as [a-z]+ is not rich markup
             str(o.rank) if o.rank else "-",
             mark[o.location_ok],
             mark[o.answer_ok],
-            escape(o.top[0]) if o.top else "-",
+            shown(o.top[0]) if o.top else "-",
         )
     out.print(table)
 

@@ -7,12 +7,10 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pgrag.cli.app import cli, run, state
-from pgrag.ingest.files import printable
+from pgrag.cli.app import cli, run, shown, state
 from pgrag.ingest.pipeline import IngestEvent, IngestSummary, Outcome
 from pgrag.runtime import open_runtime
 from pgrag.services.ingestion import make_ingestor
@@ -20,11 +18,6 @@ from pgrag.services.status import status_report
 
 out = Console()
 err = Console(stderr=True)
-
-
-def _shown(path: str) -> str:
-    """A file name as rich shows it: no markup, no control or bidi characters."""
-    return escape(printable(path))
 
 
 def print_summary(summary: IngestSummary) -> None:
@@ -40,7 +33,7 @@ def print_summary(summary: IngestSummary) -> None:
         fail.add_column("status")
         fail.add_column("reason")
         for r in [*summary.failures, *refused]:
-            fail.add_row(_shown(r.path), str(r.outcome), escape(f"{r.error_code}: {r.error}"))
+            fail.add_row(shown(r.path), str(r.outcome), shown(f"{r.error_code}: {r.error}"))
         err.print(fail)
     if summary.resumed:
         done = sum(r.chunks - r.vectors_pending for r in summary.resumed)
@@ -53,8 +46,8 @@ def print_summary(summary: IngestSummary) -> None:
         wait.add_column("vectors missing", justify="right")
         wait.add_column("reason")
         for r in summary.waiting:
-            reason = escape(f"{r.error_code}: {r.error}") if r.error_code else ""
-            wait.add_row(_shown(r.path), f"{r.vectors_pending} of {r.chunks}", reason)
+            reason = shown(f"{r.error_code}: {r.error}") if r.error_code else ""
+            wait.add_row(shown(r.path), f"{r.vectors_pending} of {r.chunks}", reason)
         err.print(wait)
         err.print("the next `pgrag ingest` (or `pgrag serve`) computes them")
 
@@ -105,13 +98,13 @@ def ingest(
                     if ev.kind == "scan":
                         bar.update(task, total=(bar.tasks[0].total or 0) + ev.total)
                     elif ev.kind == "file_start":
-                        bar.update(task, current=_shown(ev.path[-50:]))
+                        bar.update(task, current=shown(ev.path[-50:]))
                     elif ev.kind == "ocr":
                         bar.update(
-                            task, current=f"{_shown(ev.path[-40:])} OCR {ev.done}/{ev.total} pages"
+                            task, current=f"{shown(ev.path[-40:])} OCR {ev.done}/{ev.total} pages"
                         )
                     elif ev.kind == "embed":  # searchable by keyword already
-                        where = f"{_shown(ev.path[-40:])} {ev.done}/{ev.total} chunks"
+                        where = f"{shown(ev.path[-40:])} {ev.done}/{ev.total} chunks"
                         bar.update(vectors, current=where, visible=True)
                     elif ev.kind == "vectors":
                         bar.update(vectors, total=ev.total, completed=ev.done, visible=True)
@@ -180,16 +173,16 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
     table = Table(show_edge=False)
     if document:
         for key, value in report.items():
-            table.add_row(key, str(value))
+            table.add_row(key, shown(str(value)))
     else:
         table.add_column("status")
         table.add_column("documents", justify="right")
         for key, value in report["counts"].items():
-            table.add_row(key, str(value))
+            table.add_row(key, shown(str(value)))
         for doc in report["failed"]:
             table.add_row(
-                f"[red]failed[/] {_shown(doc['path'])}",
-                escape(f"{doc['error_code']}: {doc['error_detail']}"),
+                f"[red]failed[/] {shown(doc['path'])}",
+                shown(f"{doc['error_code']}: {doc['error_detail']}"),
             )
         waiting = report["vectors_pending"]
         if waiting["documents"]:
@@ -200,9 +193,22 @@ def status(ctx: click.Context, document: str | None, as_json: bool) -> None:
         for doc in report["waiting_for_vectors"]:
             reason = f" {doc['error_code']}: {doc['error_detail']}" if doc["error_code"] else ""
             table.add_row(
-                f"[yellow]vectors[/] {_shown(doc['path'])}",
-                escape(f"{doc['embedded']}/{doc['chunks']} embedded{reason}"),
+                f"[yellow]vectors[/] {shown(doc['path'])}",
+                shown(f"{doc['embedded']}/{doc['chunks']} embedded{reason}"),
             )
         if report["ocr"]:
             table.add_row("read by OCR", _ocr_line(report["ocr"]))
+        for src in report["sources"]:
+            table.add_row(f"source {shown(src['name'])}", shown(_source_line(src)))
     out.print(table)
+
+
+def _source_line(src: dict[str, Any]) -> str:
+    """A table source's status row: state, rows indexed and pending, lag, failure."""
+    line = (
+        f"{src['state']}: {src['rows_indexed']} rows indexed, {src['pending']} pending, "
+        f"lag {src['lag_seconds']:.1f}s"
+    )
+    if src["rows_failed"]:
+        line += f", {src['rows_failed']} rows failed"
+    return line + (f" - failed: {src['failure']}" if src["failure"] else "")

@@ -13,7 +13,7 @@ import annotated_types as at
 import click
 from pydantic.fields import FieldInfo
 
-from pgrag.search.flat import FLAT_FIELDS, listed, members
+from pgrag.search.flat import FLAT_FIELDS, keyed, listed, members
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHORT = {"mode": "-m", "limit": "-n", "collection": "-c"}
@@ -60,6 +60,9 @@ def option(name: str, field: FieldInfo, **changed: Any) -> Callable[[F], F]:
     if field.annotation is bool:
         decls[0] = f"{flag}/--no-{flag[2:]}"
         kw["default"] = field.default
+    elif keyed(field.annotation):
+        kw.update(multiple=True, type=click.STRING, metavar="KEY=VALUE")
+        kw["help"] = f"{field.description or name} (repeatable)"
     elif listed(field.annotation) is not None:
         kw.update(multiple=True, type=click.STRING)
         kw["help"] = f"{field.description or name} (repeatable)"

@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from pgrag.cli.app import cli, run, state
+from pgrag.cli.app import cli, run, shown, state
 from pgrag.cli.request_options import request_options
 from pgrag.runtime import open_runtime
 from pgrag.search.counts import Counted
@@ -114,11 +113,11 @@ def _reranked(hits: list[SearchHit]) -> bool:
 def _row(h: SearchHit, explain: bool, wide: bool, reranked: bool) -> list[str]:
     snippet = " ".join((h.snippets[0].content if h.snippets else h.preview).split())
     if wide:
-        row = [str(h.rank), escape(h.path), escape(_location(h))]
+        row = [str(h.rank), shown(h.path), shown(_location(h))]
     else:  # one cell: path, location and the start of the snippet, one under the other
         where = _location(h)
-        cell = escape(h.path) + (f"\n[dim]{escape(where)}[/]" if where else "")
-        row = [str(h.rank), cell + f"\n{escape(snippet[:100])}"]
+        cell = shown(h.path) + (f"\n[dim]{shown(where)}[/]" if where else "")
+        row = [str(h.rank), cell + f"\n{shown(snippet[:100])}"]
     if explain:
         e = h.explain
         row += (
@@ -133,7 +132,7 @@ def _row(h: SearchHit, explain: bool, wide: bool, reranked: bool) -> list[str]:
         row.append(_leg(h.explain.fused_rank, h.explain.rerank_score, 3) if h.explain else "-")
     row.append(_num(h.score))
     if wide:
-        row.append(escape(snippet[:160]))
+        row.append(shown(snippet[:160]))
     return row
 
 

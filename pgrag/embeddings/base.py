@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
 from pgrag.embeddings.query_cache import QueryVectorCache
+
+
+@dataclass(frozen=True)
+class EngineNote:
+    """Which in-process engine runs the model and why (`pgrag doctor` says it);
+    `fastest`: no faster engine to install."""
+
+    reason: str
+    fastest: bool
 
 
 class EmbeddingProvider(ABC):
@@ -52,6 +62,10 @@ class EmbeddingProvider(ABC):
         vectors = await self._embed([text], is_query=True)
         one: np.ndarray = vectors[0]
         return one
+
+    def engine_note(self) -> EngineNote | None:
+        """The in-process engine, for providers that run one (the bundled model)."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release threads or clients."""

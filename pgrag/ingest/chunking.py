@@ -120,17 +120,23 @@ def chunk_sheet(unit: Unit, target: int) -> list[ChunkDraft]:
     chunks: list[ChunkDraft] = []
     r = 1  # index into rows (row 2 of the sheet)
     while r < len(rows):
-        total, first = header_tokens, r
+        if not lines[r].strip():  # empty rows start no chunk, nor end one
+            r += 1
+            continue
+        total, first, last, kept = header_tokens, r, r, header_tokens
         while r < len(rows):
-            n = count_tokens(lines[r]) + 1
+            blank = not lines[r].strip()
+            n = 1 if blank else count_tokens(lines[r]) + 1
             if r > first and total + n > target:
                 break
             total += n
+            if not blank:
+                last, kept = r, total
             r += 1
         start = offsets[first]
-        end = offsets[r] - 1 if r < len(offsets) else len(unit.body)
+        end = offsets[last + 1] - 1 if last + 1 < len(offsets) else len(unit.body)
         content = header + "\n" + unit.body[start:end]
-        chunks.append(ChunkDraft(content, start, end, total, first + 1, r))
+        chunks.append(ChunkDraft(content, start, end, kept, first + 1, last + 1))
     return chunks
 
 

@@ -123,5 +123,10 @@ def embed_text(heading: str | None, context: str | None, content: str) -> str:
     """What the model sees for a chunk: its heading (title, section path), its document's
     context (vector_context), then its text. Ingestion, resume and reindex embed the same
     text, so it hashes to the same cache key and a vector is never computed twice."""
-    head = "\n".join(p for p in (heading, vector_context(context, content)) if p)
+    return composed_text(heading, vector_context(context, content), content)
+
+
+def composed_text(heading: str | None, shown_context: str | None, content: str) -> str:
+    """embed_text given what the model sees of the context (vector_context) already."""
+    head = "\n".join(p for p in (heading, shown_context) if p)
     return f"{head}\n\n{content}" if head else content

@@ -14,7 +14,6 @@ import errno
 import hashlib
 import os
 import stat
-import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -113,8 +112,26 @@ def _regular(fd: int) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def hash_file(f: BinaryIO) -> tuple[str, int]:
-    """SHA-256 hex digest and size of an opened file, read from its start."""
+class FileTooLarge(ParseError):
+    """A file over its type's bound (parsers/limits.file_bound), known from its size alone:
+    never read. `stamp` stands in for its content hash (size and mtime), so an unchanged
+    file is skipped on later runs without reading it either."""
+
+    def __init__(self, size: int, mtime_ns: int, limit: int) -> None:
+        super().__init__(
+            ErrorCode.TOO_LARGE,
+            f"the file is {size:,} bytes; files of this type are read up to {limit:,}",
+        )
+        self.size = size
+        self.stamp = f"unhashed:{size}:{mtime_ns}"
+
+
+def hash_file(f: BinaryIO, max_bytes: int | None = None) -> tuple[str, int]:
+    """SHA-256 hex digest and size of an opened file, read from its start; FileTooLarge,
+    without reading it, when it is over `max_bytes`."""
+    st = os.fstat(f.fileno())
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise FileTooLarge(st.st_size, st.st_mtime_ns, max_bytes)
     h = hashlib.sha256()
     f.seek(0)
     size = 0
@@ -123,21 +140,3 @@ def hash_file(f: BinaryIO) -> tuple[str, int]:
         size += len(block)
     f.seek(0)
     return h.hexdigest(), size
-
-
-# bidirectional overrides and isolates: they reorder what a terminal shows ("exe.txt")
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def unsafe_char(ch: str) -> bool:
-    """A control character or a bidi control: never shown raw, refused in upload names."""
-    return unicodedata.category(ch) == "Cc" or ch in _BIDI
-
-
-def printable(name: str) -> str:
-    """A file name for logs and terminals: control and bidi characters as escapes."""
-    if not any(unsafe_char(ch) for ch in name):
-        return name
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if unsafe_char(ch) else ch for ch in name
-    )

@@ -18,6 +18,7 @@ import asyncio
 import atexit
 import dataclasses
 import os
+import pickle
 import resource
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
 from pgrag.ingest import attempts
+from pgrag.ingest.bounds import OutputLimits, answer_too_long
 from pgrag.ingest.context import CONTEXT_TOKENS
 from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.prepare import PreparedDocument, prepare_file
@@ -51,6 +53,7 @@ class ParseOptions:
     attempts_dir: Path | None = None  # unfinished-attempt markers (attempts.py); None: off
     workers: int = 2  # per process; the first options given decide
     context_tokens: int = CONTEXT_TOKENS  # bound of the document context (ingest/context)
+    limits: OutputLimits = dataclasses.field(default_factory=OutputLimits)  # ingest/bounds
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class _Request:
     ocr: OcrOptions
     follow_links: bool
     context_tokens: int
+    limits: OutputLimits
 
 
 class ParseWorker:
@@ -112,11 +116,14 @@ class ParseWorker:
             self.tx.close()
             self.rx.close()
 
-    def _receive(self) -> tuple[Any, ...]:
+    def _receive(self, limit: int | None = None) -> tuple[Any, ...]:
+        """The next message; ("too_long",) when it is over `limit` bytes: refused from its
+        length header, before any of it is read (the worker is then killed)."""
         try:
-            message: tuple[Any, ...] = self.rx.recv()
+            raw = self.rx.recv_bytes(limit)
         except (EOFError, OSError):
-            return ("died",)
+            return ("too_long",) if limit is not None and self.rx.closed else ("died",)
+        message: tuple[Any, ...] = pickle.loads(raw)
         return message
 
     def prepare(self, request: _Request, progress: Progress | None, timeout_s: float) -> Any:
@@ -127,6 +134,7 @@ class ParseWorker:
         except OSError:
             return self._died()
         deadline = time.monotonic() + timeout_s
+        limit = request.limits.answer_bytes()
         while True:
             if not self.rx.poll(max(0.0, deadline - time.monotonic())):
                 self.kill()
@@ -134,7 +142,10 @@ class ParseWorker:
                     ErrorCode.TIMEOUT,
                     f"parsing made no progress for {timeout_s:g} s (PGRAG_PARSE_TIMEOUT_S)",
                 )
-            message = self._receive()
+            message = self._receive(limit)
+            if message[0] == "too_long":
+                self.kill()
+                return answer_too_long(limit)
             if message[0] == "progress":
                 deadline = time.monotonic() + timeout_s
                 if progress:
@@ -247,6 +258,7 @@ async def _in_worker(
         dataclasses.replace(ocr, progress=None),
         options.follow_links,
         options.context_tokens,
+        options.limits,
     )
     acquiring = asyncio.ensure_future(asyncio.to_thread(_acquire, options))
     try:
@@ -268,6 +280,10 @@ async def _in_worker(
     if isinstance(result, ParseError):
         raise result
     assert isinstance(result, PreparedDocument)
+    # the worker checked both; a cheap second look at what reaches the server
+    size = result.fields.size_bytes
+    options.limits.check_text(result.units, size)
+    options.limits.check_chunks(len(result.chunks), size)
     return result
 
 
@@ -322,6 +338,7 @@ def _serve(rx: Connection, tx: Connection) -> None:
                 ocr,
                 request.follow_links,
                 request.context_tokens,
+                request.limits,
             )
             reply: tuple[Any, ...] = ("ok", prepared)
         except ParseError as exc:

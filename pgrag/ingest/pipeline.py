@@ -16,10 +16,8 @@ import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from uuid import UUID
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -28,16 +26,17 @@ from pgrag import metrics
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode
-from pgrag.ingest.context import embed_text
-from pgrag.ingest.files import UnsafeFile
+from pgrag.ingest.files import FileTooLarge, UnsafeFile
 from pgrag.ingest.parse_worker import ParseOptions, parse_file
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.ingest.parsers.base import ParseError
+from pgrag.ingest.parsers.limits import file_bound
 from pgrag.ingest.prepare import PreparedDocument, base_fields
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
 from pgrag.ingest.walker import FoundFile, walk
-from pgrag.store import bm25_sums, removals
+from pgrag.ingest.work import Failure, Work, pending_chunks
+from pgrag.store import bm25_sums, interrupted, removals
 from pgrag.store import documents as store
 from pgrag.store import vectors as vector_store
 from pgrag.store.collections import Collection, ensure_collection
@@ -53,6 +52,7 @@ RETRYABLE_CODES = {
     ErrorCode.INTERNAL,
     ErrorCode.DB_ERROR,
     ErrorCode.OCR_UNAVAILABLE,
+    ErrorCode.INTERRUPTED,
 }
 PREFETCH = 2  # files parsed ahead of the writer
 
@@ -61,14 +61,6 @@ __all__ = ["FileResult", "IngestEvent", "IngestSummary", "Ingestor", "Outcome", 
 
 def _quiet(_: IngestEvent) -> None:
     pass
-
-
-@dataclass
-class _Work:
-    found: FoundFile
-    content_hash: str
-    size: int
-    known: store.KnownDocument | None
 
 
 class Ingestor:
@@ -172,12 +164,10 @@ class Ingestor:
         assert col.set_id is not None
         resumed: list[FileResult] = []
         async with self.pool.connection() as conn:
+            await interrupted.fail_interrupted(conn, col.id)  # their writer died
             for doc in await vector_store.waiting_documents(conn, col.id):
                 rows = await vector_store.missing_chunks(conn, col.id, col.set_id, doc.id)
-                chunks = [
-                    PendingChunk(r.id, embed_text(r.heading, r.context, r.content), r.token_count)
-                    for r in rows
-                ]
+                chunks = await asyncio.to_thread(pending_chunks, rows)  # counts tokens
                 resumed.append(FileResult(doc.path, Outcome.UNCHANGED, chunks=len(chunks)))
                 stage.add(PendingDocument(doc.id, chunks, resumed[-1]))
         return resumed
@@ -221,10 +211,10 @@ class Ingestor:
     async def _prepared(
         self, files: list[FoundFile], known: dict[str, store.KnownDocument], summary: IngestSummary
     ) -> AsyncIterator[
-        asyncio.Queue[tuple[_Work, PreparedDocument | None, ParseError | None] | None]
+        asyncio.Queue[tuple[Work, PreparedDocument | None, ParseError | None] | None]
     ]:
         """Hash and parse files ahead of the embedder, at most PREFETCH at a time."""
-        queue: asyncio.Queue[tuple[_Work, PreparedDocument | None, ParseError | None] | None] = (
+        queue: asyncio.Queue[tuple[Work, PreparedDocument | None, ParseError | None] | None] = (
             asyncio.Queue(maxsize=PREFETCH)
         )
 
@@ -236,20 +226,9 @@ class Ingestor:
             cancelled = False
             try:
                 for f in files:
-                    try:
-                        digest, size = await asyncio.to_thread(f.sha256, self.parse.follow_links)
-                    except UnsafeFile as exc:  # a link, a FIFO, a device: never read
-                        result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
-                        summary.results.append(result)
-                        self.report(IngestEvent("file_done", f.rel, result=result))
+                    if (hashed := await self._hash(f, summary)) is None:
                         continue
-                    except OSError as exc:  # vanished or unreadable since the walk
-                        summary.results.append(
-                            FileResult(
-                                f.rel, Outcome.FAILED, error_code=ErrorCode.IO_ERROR, error=str(exc)
-                            )
-                        )
-                        continue
+                    digest, size, too_large = hashed
                     k = known.get(f.rel)
                     if (
                         not self.refresh
@@ -264,8 +243,11 @@ class Ingestor:
                         summary.results.append(result)
                         self.report(IngestEvent("file_done", f.rel, result=result))
                         continue
-                    work = _Work(f, digest, size, k)
+                    work = Work(f, digest, size, k)
                     self.report(IngestEvent("file_start", f.rel))
+                    if too_large is not None:
+                        await queue.put((work, None, too_large))
+                        continue
                     try:
                         prepared = await parse(f, digest, self._ocr_for(f.rel))
                         await queue.put((work, prepared, None))
@@ -292,6 +274,30 @@ class Ingestor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def _hash(
+        self, f: FoundFile, summary: IngestSummary
+    ) -> tuple[str, int, FileTooLarge | None] | None:
+        """(content hash, size, None), or for a file over its type's size bound (its size and
+        mtime as the hash, size, the failure) without reading it; None, with the file's
+        result reported, when it may not or cannot be read."""
+        try:
+            digest, size = await asyncio.to_thread(
+                f.sha256, self.parse.follow_links, file_bound(f.path.suffix)
+            )
+        except FileTooLarge as exc:  # known from its size: never read
+            return exc.stamp, exc.size, exc
+        except UnsafeFile as exc:  # a link, a FIFO, a device: never read
+            result = FileResult(f.rel, Outcome.SKIPPED, 0, 0, exc.code, exc.message)
+            summary.results.append(result)
+            self.report(IngestEvent("file_done", f.rel, result=result))
+            return None
+        except OSError as exc:  # vanished or unreadable since the walk
+            summary.results.append(
+                FileResult(f.rel, Outcome.FAILED, error_code=ErrorCode.IO_ERROR, error=str(exc))
+            )
+            return None
+        return digest, size, None
+
     def _ocr_for(self, rel: str) -> OcrOptions:
         """The OCR options with per-page progress reported on the event loop's thread."""
         loop = asyncio.get_running_loop()
@@ -305,7 +311,7 @@ class Ingestor:
     async def _store(
         self,
         col: Collection,
-        work: _Work,
+        work: Work,
         prepared: PreparedDocument | None,
         error: ParseError | None,
         stage: VectorStage,
@@ -317,9 +323,9 @@ class Ingestor:
         fields = (
             prepared.fields if prepared else base_fields(work.found, work.content_hash, work.size)
         )
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, interrupted.writing(conn, col.id, rel):
             doc_id = await store.mark_processing(conn, col.id, fields)
-            failed = _Failure(conn, col.id, doc_id, work)
+            failed = Failure(conn, col.id, doc_id, work)
             if error is not None or prepared is None:
                 code = error.code if error else ErrorCode.INTERNAL
                 message = error.message if error else "no content"
@@ -360,7 +366,8 @@ class Ingestor:
                 "file again to add it back",
             )
         result = FileResult(rel, outcome, chunks=len(prepared.chunks))
-        texts = prepared.embed_texts()
+        # string work over every chunk: 45 MB of text held the event loop (and /healthz) 5 s
+        texts = await asyncio.to_thread(prepared.embed_texts)
         missing = [
             PendingChunk(chunk_ids[i], texts[i], c.draft.token_count)
             for i, c in enumerate(prepared.chunks)
@@ -369,29 +376,3 @@ class Ingestor:
         if missing:
             stage.add(PendingDocument(doc_id, missing, result))
         return result
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """A version that could not be written: the document is marked with why (`failed`, or
-    `pending` when a retry may succeed) and the run reports the same."""
-
-    conn: psycopg.AsyncConnection
-    collection_id: int
-    document_id: UUID
-    work: _Work
-
-    async def mark(
-        self, status: Outcome, code: str, message: str, content_hash: str | None = None
-    ) -> FileResult:
-        await store.mark_failed(
-            self.conn,
-            self.collection_id,
-            self.document_id,
-            status=str(status),
-            code=code,
-            detail=message,
-            content_hash=content_hash,
-            size=self.work.size,
-        )
-        return FileResult(self.work.found.rel, status, error_code=code, error=message)

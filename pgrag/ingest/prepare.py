@@ -3,16 +3,25 @@ CPU-bound and exposed to hostile files: runs in a parse worker process (parse_wo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgrag.errors import ErrorCode
+from pgrag.ingest.bounds import OutputLimits
 from pgrag.ingest.chunking import chunk_unit
-from pgrag.ingest.context import CONTEXT_TOKENS, chunk_context, document_context, embed_text
+from pgrag.ingest.context import (
+    CONTEXT_TOKENS,
+    chunk_context,
+    composed_text,
+    document_context,
+    vector_context,
+)
 from pgrag.ingest.parsers import parse
 from pgrag.ingest.parsers.base import ParsedDocument, ParseError, Unit
 from pgrag.ingest.walker import FoundFile
@@ -37,9 +46,20 @@ class PreparedDocument:
     fields: DocumentFields
     units: list[Unit]
     chunks: list[ChunkRow]
+    # what the model sees of each chunk's context (context.vector_context), decided in the
+    # worker: it counts the chunk's tokens, CPU work the server's event loop must not do
+    shown_contexts: list[str | None] = field(default_factory=list)
 
     def embed_texts(self) -> list[str]:
-        return [embed_text(c.heading, c.context, c.draft.content) for c in self.chunks]
+        """What the model sees for each chunk (context.embed_text). Short, but a large
+        document's worth of string work: the server calls it in a thread."""
+        shown = self.shown_contexts or [
+            vector_context(c.context, c.draft.content) for c in self.chunks
+        ]
+        return [
+            composed_text(c.heading, s, c.draft.content)
+            for c, s in zip(self.chunks, shown, strict=True)
+        ]
 
 
 def base_fields(found: FoundFile, content_hash: str, size: int) -> DocumentFields:
@@ -131,7 +151,12 @@ def build_chunks(
     target: int,
     overlap: int,
     context_tokens: int = CONTEXT_TOKENS,
+    bound: Callable[[int], None] | None = None,
+    shown: list[str | None] | None = None,
 ) -> list[ChunkRow]:
+    """The document's chunks. `bound(n)` is called before the n-th chunk is added (it raises
+    TOO_LARGE past the bounds.py bound, as soon as the chunks are cut); `shown`, when given,
+    receives what the model sees of each chunk's context."""
     rows: list[ChunkRow] = []
     bookmarks = doc.outline.get("bookmarks") or []
     paths = page_paths(doc.units, bookmarks) if bookmarks else section_paths(doc.units)
@@ -140,8 +165,13 @@ def build_chunks(
         heading = _join(title, paths[index]) or None
         loc = _location(unit)
         for draft in chunk_unit(unit, target, overlap):
+            if bound is not None:
+                bound(len(rows) + 1)
             context = chunk_context(lead, index, draft.char_start)
-            text = embed_text(heading, context, draft.content)
+            shown_context = vector_context(context, draft.content)
+            if shown is not None:
+                shown.append(shown_context)
+            text = composed_text(heading, shown_context, draft.content)
             rows.append(
                 ChunkRow(
                     unit_index=index,
@@ -163,9 +193,11 @@ def prepare_file(
     ocr: OcrOptions | None = None,
     follow_links: bool = False,
     context_tokens: int = CONTEXT_TOKENS,
+    limits: OutputLimits | None = None,
 ) -> PreparedDocument:
     """Parse and chunk; raises ParseError for files we cannot read (OSError as UNREADABLE),
-    files.UnsafeFile for links and special files."""
+    files.UnsafeFile for links and special files, TOO_LARGE past the `limits`."""
+    limits = limits or OutputLimits()
     try:
         f = found.open(follow_links=follow_links)
     except OSError as exc:
@@ -175,6 +207,7 @@ def prepare_file(
     with f:
         stat = os.fstat(f.fileno())
         doc = parse(found.path, ocr=ocr, opened=f)
+    limits.check_text(doc.units, stat.st_size)  # before chunking it
     fields = base_fields(found, content_hash, stat.st_size)
     mtime = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
     title = doc.title or Path(found.rel).stem
@@ -194,5 +227,14 @@ def prepare_file(
         "modified": fields.modified_at.isoformat(),
     }
     fields.metadata = {**doc.metadata, **fields.metadata}
-    chunks = build_chunks(doc, title, target, overlap, context_tokens)
-    return PreparedDocument(found, fields, doc.units, chunks)
+    shown: list[str | None] = []
+    chunks = build_chunks(
+        doc,
+        title,
+        target,
+        overlap,
+        context_tokens,
+        functools.partial(limits.check_chunks, file_size=stat.st_size),
+        shown,
+    )
+    return PreparedDocument(found, fields, doc.units, chunks, shown)

@@ -45,10 +45,10 @@ class FoundFile:
         """The file for reading, by the rules of files.py (raises UnsafeFile, OSError)."""
         return open_in_root(self.root, self.rel, follow_links=follow_links)
 
-    def sha256(self, follow_links: bool = False) -> tuple[str, int]:
-        """Content hash (hex) and size, read by the same rules."""
+    def sha256(self, follow_links: bool = False, max_bytes: int | None = None) -> tuple[str, int]:
+        """Content hash (hex) and size, read by the same rules (files.hash_file)."""
         with self.open(follow_links=follow_links) as f:
-            return hash_file(f)
+            return hash_file(f, max_bytes)
 
 
 MAX_IGNORE_FILE_BYTES = 1 << 20

@@ -112,6 +112,8 @@ class StatusData(BaseModel):
     waiting_for_vectors: list[dict[str, Any]] | None = None
     vectors_pending: dict[str, int] | None = None  # documents and chunks waiting
     ocr: dict[str, Any] | None = None  # pages read by OCR, failed pages, missing engine
+    # table sources: rows indexed, pending (exact), failed with the reason, lag
+    sources: list[dict[str, Any]] | None = None
     document: dict[str, Any] | None = None
     status: str | None = None
     progress: float | None = None

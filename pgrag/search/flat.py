@@ -47,6 +47,34 @@ def listed(annotation: Any) -> Any | None:
     return None
 
 
+def keyed(annotation: Any) -> bool:
+    """A mapping field: flat, it is KEY=VALUE text, one pair or several."""
+    return any(get_origin(m) is dict for m in members(annotation))
+
+
+def pairs(name: str, items: str | list[str]) -> dict[str, str | int | float | bool]:
+    """KEY=VALUE pairs (several per item when separated by commas) as a mapping: a whole
+    number, a decimal or true/false as such, anything else as text."""
+    found: dict[str, str | int | float | bool] = {}
+    for item in [items] if isinstance(items, str) else items:
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            key, sep, raw = (x.strip() for x in pair.partition("="))
+            if not sep or not key:
+                raise InvalidArgument(
+                    f"{name}: {pair!r} is not KEY=VALUE (e.g. customer=acme)",
+                    detail={"field": name},
+                )
+            value: str | int | float | bool = raw
+            if raw in ("true", "false"):
+                value = raw == "true"
+            elif re.fullmatch(r"-?\d{1,18}", raw):
+                value = int(raw)
+            elif re.fullmatch(r"-?\d+\.\d+", raw):
+                value = float(raw)
+            found[key] = value
+    return found
+
+
 def whole_number(value: object) -> object:
     """Flat values are text: "2" is a whole number, "2.0" is not (pydantic's lax mode would
     take it, and the OpenAPI document promises an integer)."""
@@ -56,8 +84,10 @@ def whole_number(value: object) -> object:
 
 
 def flat_annotation(field: FieldInfo) -> Any:
-    """What one flat value may be: a list field takes one item or several, constraints
-    kept, integers whole."""
+    """What one flat value may be: a list field takes one item or several, a mapping field
+    KEY=VALUE text, constraints kept, integers whole."""
+    if keyed(field.annotation):
+        return str | list[str] | None
     item = listed(field.annotation)
     # one value or several (a repeated parameter): a URL cannot tell a list of one apart
     base = item | list[item] | None if item is not None else field.annotation  # type: ignore[valid-type]
@@ -76,7 +106,9 @@ def from_flat(values: Mapping[str, Any], **fixed: Any) -> SearchRequest:
     try:  # the flat rules first (whole numbers), then the request's own
         flat = SearchQuery.model_validate(given).model_dump(exclude_unset=True)
         for k, v in flat.items():  # one item of a list field is a list of one
-            if listed(FLAT_FIELDS[k].annotation) is not None and not isinstance(v, list):
+            if keyed(FLAT_FIELDS[k].annotation):
+                flat[k] = pairs(k, v)
+            elif listed(FLAT_FIELDS[k].annotation) is not None and not isinstance(v, list):
                 flat[k] = [v]
         top = {k: v for k, v in flat.items() if k in REQUEST_FIELDS}
         filters = {k: v for k, v in flat.items() if k in FILTER_FIELDS}
@@ -94,7 +126,8 @@ def flat_values(getlist: Callable[[str], list[str]]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name, field in {QUERY_ALIAS: FLAT_FIELDS["query"], **FLAT_FIELDS}.items():
         if got := [v.strip() for v in getlist(name)]:
-            found[name] = got if listed(field.annotation) is not None else got[-1]
+            several = listed(field.annotation) is not None or keyed(field.annotation)
+            found[name] = got if several else got[-1]
     return found
 
 

@@ -13,6 +13,7 @@ from pgrag.search.models import (
     Context,
     Explain,
     Location,
+    RowSource,
     SearchHit,
     SearchRequest,
     Snippet,
@@ -90,6 +91,12 @@ def _metadata(d: ChunkDetail) -> dict[str, object]:
     return meta
 
 
+def _row_source(d: ChunkDetail) -> RowSource | None:
+    """A table source's row, from the document's outline (ingest/table_rows.py)."""
+    found = d.outline.get("source") if isinstance(d.outline, dict) else None
+    return RowSource.model_validate(found) if isinstance(found, dict) else None
+
+
 def build_hit(
     h: HitSource,
     full_text: tuple[str, bool] | None,
@@ -122,5 +129,6 @@ def build_hit(
             after=window[hi : hi + CONTEXT_CHARS].rstrip(),
         ),
         metadata=_metadata(d),
+        source=_row_source(d),
         explain=explain if h.req.explain else None,
     )

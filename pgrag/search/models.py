@@ -20,6 +20,7 @@ Fusion = Literal["adaptive", "rrf"]
 RANKING_OPTIONS = ("fusion", "lexical_weight", "semantic_weight", "rrf_k")
 MAX_WEIGHT = 10.0
 MAX_RRF_K = 1000
+MetadataValue = str | int | float | bool  # a table source's metadata column, as filtered
 
 
 class SearchFilters(BaseModel):
@@ -40,6 +41,12 @@ class SearchFilters(BaseModel):
     submitter: str | None = None
     author: str | None = None
     tags: list[str] | None = Field(None, description="documents having any of these tags")
+    metadata: dict[str, MetadataValue] | None = Field(
+        None,
+        max_length=20,
+        description='documents whose metadata has all these values, e.g. {"customer": '
+        '"acme"} (a table source\'s metadata columns)',
+    )
 
     @field_validator("file_type")
     @classmethod
@@ -195,6 +202,14 @@ class Explain(BaseModel):
     )
 
 
+class RowSource(BaseModel):
+    """The table row a hit comes from (table sources): join back with its key."""
+
+    table: str = Field(description="the source table, as PostgreSQL names it")
+    key: dict[str, object] = Field(description="the row's primary key, column to value")
+    source: str = Field(description="the table source's name")
+
+
 class SearchHit(BaseModel):
     rank: int
     document_id: str
@@ -216,6 +231,7 @@ class SearchHit(BaseModel):
     )
     context: Context = Field(default_factory=Context)
     metadata: dict[str, object] = Field(default_factory=dict)
+    source: RowSource | None = Field(None, description="the table row of a table source's hit")
     explain: Explain | None = None
 
 

@@ -25,6 +25,7 @@ from pgrag.services import caller_names
 from pgrag.services.admission import Admission
 from pgrag.services.ingestion import make_ingestor, resume_vectors
 from pgrag.services.retention import prune_periodically
+from pgrag.services.table_sources import follow as follow_tables
 from pgrag.settings import Settings
 from pgrag.tokens import encoding
 
@@ -108,6 +109,10 @@ async def open_context(
         if settings.log_retention_days > 0:
             await stack.enter_async_context(
                 _background(prune_periodically(rt.db.pool, settings.log_retention_days))
+            )
+        if not read_only(settings, remote=False):  # table sources: drained on NOTIFY
+            await stack.enter_async_context(
+                _background(follow_tables(rt.db.dsn, rt.db.pool, rt.provider, settings))
             )
         if not watch and not read_only(settings, remote=False):  # cancelled first on exit
             await stack.enter_async_context(_background(_resuming(context)))

@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.settings import Settings
+from pgrag.store.interrupted import fail_interrupted
 from pgrag.store.vectors import collections_waiting
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ def make_ingestor(
 ) -> Ingestor:
     """An Ingestor for `collection` (default: the settings' collection). The ingestion
     modules load here, not at import: a server that never ingests does not pay for them."""
+    from pgrag.ingest.bounds import OutputLimits
     from pgrag.ingest.ocr import OcrOptions
     from pgrag.ingest.parse_worker import ParseOptions
     from pgrag.ingest.pipeline import Ingestor
@@ -44,6 +46,7 @@ def make_ingestor(
             workers=settings.parse_workers,
             attempts_dir=settings.home / "parse-attempts",
             context_tokens=settings.chunk_context_tokens,
+            limits=OutputLimits(settings.parse_max_chars, settings.parse_max_chunks),
         ),
         reporter=reporter,
         refresh=refresh,
@@ -54,8 +57,10 @@ async def resume_vectors(
     settings: Settings, pool: AsyncConnectionPool, provider: EmbeddingProvider
 ) -> None:
     """The vectors earlier runs left missing (killed between the phases, provider down), in
-    every collection embedded with the provider's model: `pgrag serve` at start."""
+    every collection embedded with the provider's model: `pgrag serve` at start. First,
+    documents whose writer died (an upload killed while it was written) are marked failed."""
     async with pool.connection() as conn:
+        await fail_interrupted(conn)
         names = await collections_waiting(conn, provider.model)
     for name in names:
         await make_ingestor(settings, pool, provider, collection=name).resume()

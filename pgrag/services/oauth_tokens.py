@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
@@ -33,21 +33,31 @@ class TooManyClients(PgragError):
     code = ErrorCode.RATE_LIMITED
 
 
-@dataclass(frozen=True)
 class Approvers:
     """Who can have approved a live grant: the audit names of the configured keys and of the
-    admin password, each with the collections it may read now (None: every collection)."""
+    admin password, each with the collections it may read now (None: every collection).
+    Named on first use: caller names are keyed by the database's secret, which the server
+    reads once it has started (services/caller_names.py)."""
 
-    scopes: Mapping[str, list[str] | None]
+    def __init__(self, named: Callable[[], Mapping[str, list[str] | None]]) -> None:
+        self._named = named
+        self._scopes: Mapping[str, list[str] | None] | None = None
+
+    @property
+    def scopes(self) -> Mapping[str, list[str] | None]:
+        if self._scopes is None:
+            self._scopes = self._named()
+        return self._scopes
 
     def admit(self, grant: Grant, lifetime_s: int) -> Grant | None:
         """The grant as it stands today: None when revoked, past its lifetime, or its
         approver is gone; else limited to what the approver may still read."""
-        if grant.revoked or grant.owner not in self.scopes:
+        scopes = self.scopes
+        if grant.revoked or grant.owner not in scopes:
             return None
         if grant.created_at + lifetime_s <= time.time():
             return None
-        reach = self.scopes[grant.owner]
+        reach = scopes[grant.owner]
         if reach is None:
             return grant
         held = reach if grant.collections is None else grant.collections

@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import NotFound
 from pgrag.services.documents import DocumentRef
+from pgrag.services.table_sources import source_infos
 from pgrag.store import status as store
 
 DOCUMENT_STATUS_KEYS = (
@@ -57,6 +58,8 @@ async def status_report(
         ],
         "vectors_pending": asdict(totals),
         "ocr": asdict(ocr) if ocr and (ocr.documents or ocr.unavailable) else None,
+        # table sources: rows indexed, pending (exact), failures with reasons, lag
+        "sources": [i.model_dump(mode="json") for i in await source_infos(conn)],
     }
 
 

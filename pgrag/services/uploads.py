@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgrag.display import printable, unsafe_char
 from pgrag.errors import Forbidden, InvalidArgument
-from pgrag.ingest.files import printable, unsafe_char
+from pgrag.home import check_home
 from pgrag.ingest.parsers import SUPPORTED_EXTENSIONS
 from pgrag.services.context import AppContext
 from pgrag.services.ingestion import make_ingestor
@@ -54,6 +55,7 @@ async def accept_upload(
     # the collection name is the client's: never a path (no "..", no absolute path)
     root = settings.home / "uploads" / hashlib.sha256(col.encode()).hexdigest()[:16]
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    check_home(settings.home)  # made writable by others since the start: nothing written
     _write_private(root / name, data)
     start_ingestion(context, root, name, col)
     return AcceptedUpload(path=name, collection=col)

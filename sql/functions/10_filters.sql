@@ -15,7 +15,7 @@
 -- taking the row type is not even created on the workers.
 CREATE OR REPLACE FUNCTION pgrag.document_fields_match(
     folder text, file_type text, id uuid, modified_at timestamptz, created_at timestamptz,
-    submitter text, author text, tags text[], filters jsonb
+    submitter text, author text, tags text[], filters jsonb, metadata jsonb DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT (filters ->> 'folder' IS NULL
@@ -33,6 +33,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
        AND (filters ->> 'submitter' IS NULL OR submitter = filters ->> 'submitter')
        AND (filters ->> 'author' IS NULL OR author = filters ->> 'author')
        AND (filters -> 'tags' IS NULL OR filters -> 'tags' ?| tags)
+       AND (filters -> 'metadata' IS NULL OR metadata @> (filters -> 'metadata'))
 $$;
 
 -- The same on a row of pgrag.documents (single server; inlined like the above).
@@ -42,7 +43,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT pgrag.document_fields_match(
         folder => d.folder, file_type => d.file_type, id => d.id, modified_at => d.modified_at,
         created_at => d.created_at, submitter => d.submitter, author => d.author, tags => d.tags,
-        filters => filters)
+        filters => filters, metadata => d.metadata)
 $$;
 
 -- Enter a collection scope for the rest of the transaction (pgrag.db.scope), the only way

@@ -172,7 +172,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT d.id FROM pgrag.documents d'
         ' WHERE pgrag.document_fields_match(d.folder, d.file_type, d.id, d.modified_at,'
-        '       d.created_at, d.submitter, d.author, d.tags, %L::jsonb) %s',
+        '       d.created_at, d.submitter, d.author, d.tags, %L::jsonb, d.metadata) %s',
         coalesce(filters, '{}'::jsonb), pgrag.in_collections('d', collection_ids));
 END
 $$;
@@ -208,7 +208,7 @@ BEGIN
         '  AND pgrag.document_fields_match(folder => d.folder, file_type => d.file_type, '
         '      id => d.id, modified_at => d.modified_at, created_at => d.created_at, '
         '      submitter => d.submitter, author => d.author, tags => d.tags, '
-        '      filters => %L::jsonb) '
+        '      filters => %L::jsonb, metadata => d.metadata) '
         '  AND NOT (c.id = ANY (%L::bigint[])) '
         'LIMIT %s',
         terms, tsq,

@@ -217,7 +217,7 @@ LANGUAGE sql IMMUTABLE AS $$
              THEN 'AND pgrag.document_fields_match(folder => d.folder, file_type => d.file_type, '
                   'id => d.id, modified_at => d.modified_at, created_at => d.created_at, '
                   'submitter => d.submitter, author => d.author, tags => d.tags, '
-                  'filters => $2) ' ELSE '' END,
+                  'filters => $2, metadata => d.metadata) ' ELSE '' END,
         CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END,
         CASE WHEN p_collection_id IS NOT NULL
              THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)

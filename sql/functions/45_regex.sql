@@ -23,7 +23,8 @@ LANGUAGE sql STABLE AS $$
           AND pgrag.document_fields_match(
                   folder => d.folder, file_type => d.file_type, id => d.id,
                   modified_at => d.modified_at, created_at => d.created_at,
-                  submitter => d.submitter, author => d.author, tags => d.tags, filters => filters)
+                  submitter => d.submitter, author => d.author, tags => d.tags, filters => filters,
+                  metadata => d.metadata)
     )
     SELECT row_number() OVER (ORDER BY h.n DESC, h.path, h.ordinal)::int, h.id, h.document_id,
            h.n, count(*) OVER ()::int

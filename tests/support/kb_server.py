@@ -99,6 +99,7 @@ class KnowledgeBase:
 class HttpServer:
     base: str
     dsn: str
+    pid: int = 0  # the server process (tests reading its memory use)
 
     @property
     def mcp_url(self) -> str:
@@ -207,7 +208,7 @@ def http_server(
                 proc.wait()
                 log.seek(0)
                 raise AssertionError(f"pgrag serve did not start: {log.read().decode()}")
-            yield HttpServer(base, dsn)
+            yield HttpServer(base, dsn, proc.pid)
         finally:
             if proc.poll() is None:
                 proc.terminate()

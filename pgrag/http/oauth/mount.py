@@ -61,7 +61,8 @@ class OwnServer(OAuthGate):
     ):
         super().__init__(base, base)
         # a grant speaks for its approver only while the approver's key or password is set
-        approvers = Approvers({k.caller: k.collections for k in [*keys, *admin_keys(settings)]})
+        approver_keys = [*keys, *admin_keys(settings)]
+        approvers = Approvers(lambda: {k.caller: k.collections for k in approver_keys})
         grants = GrantStore(
             pool,
             approvers,

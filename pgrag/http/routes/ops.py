@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
@@ -15,6 +16,7 @@ from pgrag.jsonable import jsonable
 from pgrag.services import documents as docs
 from pgrag.services.context import DEFAULT_TIMEOUT_S, SharedContext
 from pgrag.services.status import database_ready, document_status, report_for
+from pgrag.services.table_sources import refresh_metrics
 
 # Two routers so the OpenAPI document keeps its order: probes first, status after the
 # document routes. The probes do no work worth guarding: liveness, one `SELECT 1`, and the
@@ -55,8 +57,14 @@ async def readyz(shared: Annotated[SharedContext, Depends(shared_context)]) -> J
     response_class=PlainTextResponse,
     responses=error_docs(plain_text_route=True),
 )
-async def metrics_endpoint() -> Response:
-    """Prometheus metrics: searches, tool calls, ingested documents, search latency."""
+async def metrics_endpoint(
+    shared: Annotated[SharedContext, Depends(shared_context)],
+) -> Response:
+    """Prometheus metrics: searches, tool calls, ingested documents, search latency, table
+    sources' pending rows and lag."""
+    if shared.context is not None:
+        with contextlib.suppress(Exception):  # a metric never fails the scrape
+            await refresh_metrics(shared.context.pool)
     return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
 

@@ -22,6 +22,18 @@ MAX_ZIP_BYTES = 1 << 30  # all members, uncompressed, as declared
 MAX_ZIP_XML_BYTES = 64 << 20  # one XML part, uncompressed (parsed into a tree)
 MAX_IMAGE_PIXELS = 64_000_000  # 8,000 x 8,000: a 600 dpi A3 scan fits
 MAX_PAGES = 10_000  # PDF pages, TIFF frames, slides
+MAX_FILE_BYTES = 4 << 30  # any other file: what no supported format is parsed beyond
+_READ_AS_TEXT = frozenset({"txt", "md", "markdown", "csv", "tsv", "html", "htm", "xml", "xls"})
+_READ_AS_IMAGE = frozenset({"png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"})
+
+
+def file_bound(ext: str) -> int:
+    """The largest file of this type a parser reads: checked on its size before the file
+    is hashed, so a sparse 20 GB file is not read through on every run."""
+    ext = ext.lower().lstrip(".")
+    if ext in _READ_AS_TEXT:
+        return MAX_TEXT_BYTES
+    return MAX_BINARY_BYTES if ext in _READ_AS_IMAGE else MAX_FILE_BYTES
 
 
 def too_large(what: str) -> ParseError:

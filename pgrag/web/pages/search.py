@@ -32,6 +32,7 @@ FORM_FIELDS = (
     "collection",
     "folder",
     "file_type",
+    "metadata",
     "limit",
     "max_tokens",
     "why_not",

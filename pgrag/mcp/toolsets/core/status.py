@@ -43,6 +43,7 @@ async def get_status(
             waiting_for_vectors=jsonable(report["waiting_for_vectors"]),
             vectors_pending=report["vectors_pending"],
             ocr=report["ocr"],
+            sources=report["sources"],
         )
     )
 

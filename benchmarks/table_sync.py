@@ -1,0 +1,248 @@
+"""Table sources (issue 40): what the triggers cost the user's writes, how fast a change
+becomes searchable, and the backfill's rate, in one run.
+
+- write cost: a bulk `INSERT … SELECT` of --bulk rows and --single single-row INSERTs and
+  UPDATEs into two identical tables, one a source and one not, the variants alternating
+  round by round (targets: bulk ≤ 1.3×, single-row p95 ≤ +0.3 ms);
+- unindexed UPDATE: every row's unindexed column changed; the queue entries and the
+  embedding calls it caused (target: zero);
+- change → keyword-searchable: one TableSync follower (what `pgrag serve` runs) while a
+  writer changes --rate rows a second; each change's time until the keyword leg finds it
+  (target: p95 ≤ 2 s);
+- backfill: --backfill rows added as a source, drained to the end with the hash embedder;
+  rows/s, peak RSS, and the pending count checked to be exact at every step.
+
+    python benchmarks/table_sync.py [--bulk 100000] [--single 2000] [--rounds 3]
+        [--rate 10] [--changes 100] [--backfill 100000] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import support
+
+from pgrag.embeddings.hashing import HashEmbedder
+from pgrag.search.engine import SearchService
+from pgrag.search.models import SearchRequest
+from pgrag.services import table_sources as service
+from pgrag.settings import load_settings
+
+TABLE_SQL = """
+CREATE TABLE {name} (id bigint PRIMARY KEY, subject text, body text, customer text,
+                     views int NOT NULL DEFAULT 0)
+"""
+BULK_SQL = """
+INSERT INTO {name} (id, subject, body, customer)
+SELECT g, 'Ticket ' || g, 'The printer on floor ' || (g %% 9) || ' reports error E' || g,
+       (ARRAY['acme', 'globex', 'initech'])[1 + g %% 3]
+FROM generate_series(%s::bigint, %s::bigint) g
+"""
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.passages = 0
+
+    async def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        if not is_query:
+            self.passages += len(texts)
+        return await super()._embed(texts, is_query=is_query)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--bulk", type=int, default=100_000)
+    p.add_argument("--single", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rate", type=float, default=10.0, help="changes per second")
+    p.add_argument("--changes", type=int, default=100)
+    p.add_argument("--backfill", type=int, default=100_000)
+    p.add_argument("--database-url", default=None)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/table_sync.json")
+    return p.parse_args(argv)
+
+
+def write_cost(dsn: str, bulk: int, single: int, rounds: int) -> dict[str, Any]:
+    """Bulk and single-row write times with and without a source, alternating."""
+    times: dict[str, dict[str, list[float]]] = {
+        v: {"bulk": [], "insert": [], "update": []} for v in ("plain", "source")
+    }
+    with support.connect(dsn) as conn:
+        for r in range(rounds):
+            for variant in ("plain", "source") if r % 2 == 0 else ("source", "plain"):
+                name = f"w_{variant}"
+                conn.execute(f"DROP TABLE IF EXISTS {name}")
+                conn.execute(TABLE_SQL.format(name=name))
+                if variant == "source":
+                    conn.execute(
+                        "SELECT pgrag.add_table_source(%s, ARRAY['body'], title_column => "
+                        "'subject', metadata_columns => ARRAY['customer'], source_name => %s)",
+                        (name, name),
+                    )
+                t0 = time.perf_counter()
+                conn.execute(BULK_SQL.format(name=name), (1, bulk))
+                times[variant]["bulk"].append(time.perf_counter() - t0)
+                for i in range(bulk + 1, bulk + single + 1):
+                    t0 = time.perf_counter()
+                    conn.execute(
+                        f"INSERT INTO {name} (id, subject, body) VALUES (%s, 's', 'b')", (i,)
+                    )
+                    times[variant]["insert"].append(time.perf_counter() - t0)
+                for i in range(bulk + 1, bulk + single + 1):
+                    t0 = time.perf_counter()
+                    conn.execute(f"UPDATE {name} SET body = 'c' || id WHERE id = %s", (i,))
+                    times[variant]["update"].append(time.perf_counter() - t0)
+                if variant == "source":
+                    conn.execute("SELECT pgrag.remove_table_source(%s)", (name,))
+                    conn.execute("DELETE FROM pgrag.table_sources WHERE name = %s", (name,))
+    plain, source = times["plain"], times["source"]
+    single_ms = {
+        op: {
+            "plain": support.percentiles_ms(plain[op]),
+            "source": support.percentiles_ms(source[op]),
+        }
+        for op in ("insert", "update")
+    }
+    return {
+        "bulk_rows": bulk,
+        "bulk_s": {
+            "plain": statistics.median(plain["bulk"]),
+            "source": statistics.median(source["bulk"]),
+        },
+        "bulk_ratio": round(
+            statistics.median(source["bulk"]) / statistics.median(plain["bulk"]), 3
+        ),
+        "single_ms": single_ms,
+        "single_p95_added_ms": {
+            op: round(single_ms[op]["source"]["p95_ms"] - single_ms[op]["plain"]["p95_ms"], 3)
+            for op in ("insert", "update")
+        },
+    }
+
+
+async def unindexed_update(dsn: str, pool: Any, settings: Any) -> dict[str, Any]:
+    provider = CountingEmbedder()
+    with support.connect(dsn) as conn:
+        conn.execute(TABLE_SQL.format(name="u_tickets"))
+        conn.execute(BULK_SQL.format(name="u_tickets"), (1, 2000))
+        conn.execute("SELECT pgrag.add_table_source('u_tickets', ARRAY['body'])")
+    await service.sync(pool, provider, settings, "u_tickets")
+    before = provider.passages
+    with support.connect(dsn) as conn:
+        conn.execute("UPDATE u_tickets SET views = views + 1")
+        (queued,) = conn.execute("SELECT count(*) FROM pgrag.source_queue").fetchone()
+    await service.sync(pool, provider, settings, "u_tickets")
+    return {"rows": 2000, "queue_entries": queued, "embedding_calls": provider.passages - before}
+
+
+async def change_latency(
+    dsn: str, pool: Any, settings: Any, rate: float, changes: int
+) -> dict[str, Any]:
+    """A follower drains while a writer changes rows; each change's time to keyword hits."""
+    provider = HashEmbedder()
+    with support.connect(dsn) as conn:
+        conn.execute(TABLE_SQL.format(name="l_tickets"))
+        conn.execute("SELECT pgrag.add_table_source('l_tickets', ARRAY['body'])")
+    follower = asyncio.create_task(service.follow(dsn, pool, provider, settings))
+    search = SearchService(pool, provider)
+    waits: list[float] = []
+    try:
+        with support.connect(dsn) as conn:
+            for i in range(changes):
+                word = f"zq{i:05d}marker"
+                t0 = time.perf_counter()
+                conn.execute(
+                    "INSERT INTO l_tickets (id, subject, body) VALUES (%s, 's', %s)",
+                    (i, f"Ticket about {word}"),
+                )
+                while True:
+                    page = await search.search(SearchRequest(query=word, mode="keyword"))
+                    if page.data.results:
+                        break
+                    await asyncio.sleep(0.02)
+                waits.append(time.perf_counter() - t0)
+                await asyncio.sleep(max(0.0, 1 / rate - waits[-1]))
+    finally:
+        follower.cancel()
+    return {"rate_per_s": rate, "changes": changes, **support.percentiles_ms(waits)}
+
+
+async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, Any]:
+    provider = HashEmbedder()
+    with support.connect(dsn) as conn:
+        conn.execute(TABLE_SQL.format(name="b_tickets"))
+        conn.execute(BULK_SQL.format(name="b_tickets"), (1, rows))
+        conn.execute("SELECT pgrag.add_table_source('b_tickets', ARRAY['body'])")
+    checks: list[bool] = []
+
+    def progress(_: Any) -> None:
+        with support.connect(dsn) as conn:
+            (pending, indexed) = conn.execute(
+                "SELECT pending, indexed FROM pgrag.table_source_stats() WHERE name = 'b_tickets'"
+            ).fetchone()
+            (queued_done,) = conn.execute(
+                "SELECT count(*) FROM pgrag.documents d WHERE d.table_source_id ="
+                " (SELECT id FROM pgrag.table_sources WHERE name = 'b_tickets')"
+            ).fetchone()
+        checks.append(pending >= 0 and indexed == queued_done)
+
+    t0 = time.perf_counter()
+    await service.sync(pool, provider, settings, "b_tickets", progress)
+    seconds = time.perf_counter() - t0
+    return {
+        "rows": rows,
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(rows / seconds, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "pending_checks": len(checks),
+        "pending_exact": all(checks),
+    }
+
+
+async def measure(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
+    settings = load_settings(database_url=dsn, embedding_model="hash/384")
+    from pgrag.db.database import open_database
+
+    async with open_database(settings, dsn=dsn, max_size=4) as db:
+        return {
+            "unindexed_update": await unindexed_update(dsn, db.pool, settings),
+            "change_to_keyword": await change_latency(
+                dsn, db.pool, settings, args.rate, args.changes
+            ),
+            "backfill": await backfill(dsn, db.pool, settings, args.backfill),
+        }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with support.server(args.database_url) as admin:
+        dsn = support.fresh_database(admin, "pgrag_bench_table_sync")
+        try:
+            result = {
+                "when": datetime.now(UTC).isoformat(timespec="seconds"),
+                "write_cost": write_cost(dsn, args.bulk, args.single, args.rounds),
+                **asyncio.run(measure(dsn, args)),
+            }
+        finally:
+            support.drop_database(admin, dsn)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""One row of a table source as a document: each text column a section under the column's
+name, the title column as the title, the metadata columns as the document's metadata.
+Pure functions (no database): chunked like any document by build_chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pgrag.ingest.context import embed_text
+from pgrag.ingest.parsers.base import ParsedDocument, Unit
+from pgrag.ingest.prepare import build_chunks, human_size
+from pgrag.store.documents import ChunkRow, DocumentFields
+from pgrag.store.table_sources import SourceRow, TableRow, key_text
+
+ROOT = "tables"
+FILE_TYPE = "row"
+
+
+@dataclass(frozen=True)
+class Chunking:
+    tokens: int
+    overlap: int
+    context_tokens: int
+
+
+@dataclass
+class RowVersion:
+    """What the store writes for one row, and what decides whether it must."""
+
+    key: dict[str, Any]
+    fields: DocumentFields
+    units: list[Unit]
+    chunks: list[ChunkRow]
+
+    def embed_texts(self) -> list[str]:
+        return [embed_text(c.heading, c.context, c.draft.content) for c in self.chunks]
+
+
+def key_label(key: dict[str, Any]) -> str:
+    """The key as a document name: the value of a one-column key, else the JSON object."""
+    if len(key) == 1:
+        (value,) = key.values()
+        return str(value)
+    return key_text(key)
+
+
+def row_path(source: SourceRow, key: dict[str, Any]) -> str:
+    return f"{ROOT}/{source.name}/{key_label(key)}"
+
+
+def _units(source: SourceRow, row: TableRow) -> list[Unit]:
+    units: list[Unit] = []
+    for column, text in zip(source.text_columns, row.texts, strict=True):
+        body = (text or "").replace("\r\n", "\n").replace("\x00", " ").strip()
+        if body:
+            units.append(Unit("section", len(units) + 1, body, title=column))
+    return units
+
+
+def content_hash(title: str, units: list[Unit]) -> str:
+    """The derived text's hash: the same title and sections, the same document."""
+    derived = json.dumps([title, [(u.title, u.body) for u in units]], ensure_ascii=False)
+    return hashlib.sha256(derived.encode()).hexdigest()
+
+
+def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVersion | None:
+    """The row's document, or None when its text columns are all empty (no document)."""
+    units = _units(source, row)
+    if not units:
+        return None
+    label = key_label(row.key)
+    title = (row.title or "").strip() or f"{source.name} {label}"
+    doc = ParsedDocument(FILE_TYPE, units, title=title, metadata=row.metadata)
+    size = sum(len(u.body.encode()) for u in units)
+    fields = DocumentFields(
+        path=row_path(source, row.key),
+        folder=f"{ROOT}/{source.name}",
+        name=label,
+        file_type=FILE_TYPE,
+        size_bytes=size,
+        content_hash=content_hash(title, units),
+        title=title,
+        author=None,
+        created_at=None,
+        modified_at=None,
+        outline={
+            "type": FILE_TYPE,
+            "title": title,
+            "file_size": human_size(size),
+            "size_bytes": size,
+            "sections": [u.title for u in units],
+            "source": {"table": source.relation, "key": row.key, "source": source.name},
+        },
+        metadata=row.metadata,
+    )
+    chunks = build_chunks(doc, title, chunking.tokens, chunking.overlap, chunking.context_tokens)
+    return RowVersion(row.key, fields, units, chunks)

@@ -1,0 +1,302 @@
+"""Draining the queue of table sources: each changed row becomes its document again.
+
+A batch is one transaction: claim queue entries (FOR UPDATE SKIP LOCKED, so several
+drainers share a queue), take each row's advisory lock (a row another drainer holds keeps
+its entries for later), read the rows as they are now, write each changed row's document
+version (keyword-searchable at commit, with the vectors the embedding cache knows), delete
+the documents of rows that are gone, and delete the claimed entries, all in the same
+transaction: a crash before the commit leaves the entries queued, and after it nothing is
+left to redo. A row whose derived text hash is unchanged is not written (its metadata is
+updated if it changed): no chunking, no embedding. The vectors follow in the vector stage,
+as for files; `documents.vectors_pending` resumes them after a crash.
+
+The backfill queues the existing rows in keyset batches (a cursor in the source's row,
+moved in the same statement) whenever the queue is short, so a crash resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from pgrag.embeddings import cache
+from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.ingest.pipeline import Ingestor
+from pgrag.ingest.results import FileResult, IngestEvent, Outcome
+from pgrag.ingest.table_rows import Chunking, RowVersion, row_path, row_version
+from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
+from pgrag.store import bm25_sums, removals
+from pgrag.store import documents as doc_store
+from pgrag.store import table_sources as store
+from pgrag.store.collections import Collection, ensure_collection, get_collection
+from pgrag.store.table_sources import SourceRow, key_text
+
+log = logging.getLogger(__name__)
+
+BATCH = 200  # queue entries per transaction
+BACKFILL_STEP = 2000  # keys the backfill queues at a time
+REMOVE_STEP = 500  # documents a removal deletes per transaction
+
+
+@dataclass
+class SourceProgress:
+    """What one drain did for one source (and, while backfilling, how far it is)."""
+
+    name: str
+    written: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    entries: int = 0
+    failure: str | None = None
+    backfill_done: int = 0
+    backfill_total: int | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def eta_seconds(self) -> float | None:
+        """Seconds left of the backfill at the rate so far (None: unknown)."""
+        elapsed = time.monotonic() - self.started
+        total = self.backfill_total
+        if not total or not self.backfill_done or elapsed <= 0:
+            return None
+        return max(total - self.backfill_done, 0) / (self.backfill_done / elapsed)
+
+
+Progress = Callable[[SourceProgress], None]
+
+
+def _quiet(_: SourceProgress) -> None:
+    pass
+
+
+@dataclass
+class _Batch:
+    entries: int = 0
+    pending: list[PendingDocument] = field(default_factory=list)
+
+
+class TableSync:
+    """Drains table sources into their collections with one embedding provider."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        provider: EmbeddingProvider,
+        chunking: Chunking,
+        progress: Progress | None = None,
+    ) -> None:
+        self.pool = pool
+        self.provider = provider
+        self.chunking = chunking
+        self.progress = progress or _quiet
+        self._collections: dict[str, Collection] = {}
+
+    async def drain(self, name: str | None = None) -> list[SourceProgress]:
+        """Drain every source (or the one named) until its queue and backfill are done."""
+        async with self.pool.connection() as conn:
+            found = await store.sources(conn, name)
+        done = []
+        for source in found:
+            if source.state == "removed":
+                await self._remove(source)
+            elif source.state != "failed":
+                done.append(await self._drain_source(source))
+        return done
+
+    async def _collection(self, name: str) -> Collection:
+        if name not in self._collections:
+            dims = await self.provider.probe_dimensions()
+            async with self.pool.connection() as conn:
+                self._collections[name] = await ensure_collection(conn, name, self.provider, dims)
+        return self._collections[name]
+
+    async def _drain_source(self, source: SourceRow) -> SourceProgress:
+        progress = SourceProgress(source.name)
+        col = await self._collection(source.collection)
+        try:
+            async with self._vector_stage(col) as stage:
+                await self._loop(source, col, stage, progress)
+            if progress.written or progress.removed:  # one row per language again
+                async with self.pool.connection() as conn:
+                    assert col.set_id is not None
+                    await doc_store.compact_language_sums(conn, col.set_id)
+                    await bm25_sums.compact(conn, col.id)
+        except psycopg.Error as exc:  # the table cannot be read as registered
+            reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            log.warning("table source %s failed: %s", source.name, reason)
+            await self._fail(source, reason, progress)
+        return progress
+
+    async def _fail(self, source: SourceRow, reason: str, progress: SourceProgress) -> None:
+        progress.failure = reason
+        async with self.pool.connection() as conn:
+            await store.fail(conn, source.id, reason)
+
+    async def _loop(
+        self, source: SourceRow, col: Collection, stage: VectorStage, progress: SourceProgress
+    ) -> None:
+        while True:
+            async with self.pool.connection() as conn:
+                problem = await store.problem(conn, source.id)
+            if problem is not None:
+                await self._fail(source, problem, progress)
+                return
+            batch = await self._batch(source, col, progress)
+            for doc in batch.pending:
+                stage.add(doc)
+            if batch.entries:
+                self.progress(progress)
+                continue
+            async with self.pool.connection() as conn:
+                queued = await store.backfill(conn, source.id, BACKFILL_STEP)
+                if queued:
+                    await self._backfill_progress(conn, source, progress)
+                    continue
+                await store.synced(conn, source.id)
+            return
+
+    async def _backfill_progress(
+        self, conn: psycopg.AsyncConnection, source: SourceRow, progress: SourceProgress
+    ) -> None:
+        progress.backfill_done, progress.backfill_total = await store.backfill_state(
+            conn, source.id
+        )
+        self.progress(progress)
+
+    async def _batch(self, source: SourceRow, col: Collection, progress: SourceProgress) -> _Batch:
+        """One transaction: claimed entries in, documents out (see the module)."""
+        out = _Batch()
+        async with self.pool.connection() as conn, conn.transaction():
+            claimed = await store.claim(conn, source.id, BATCH)
+            if not claimed:
+                return out
+            keys = {key_text(k): k for _, k in claimed if k is not None}
+            held = await store.lock_rows(conn, source.id, list(keys.values()))
+            done = [i for i, k in claimed if k is None or key_text(k) in held]
+            out.entries = len(done)
+            if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
+                gone_ids = await store.orphans(conn, source.id, col.id)
+                progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
+            wanted = [keys[t] for t in held]
+            current = {key_text(r.key): r for r in await store.rows(conn, source.id, wanted)}
+            versions = await asyncio.to_thread(
+                lambda: {t: row_version(source, r, self.chunking) for t, r in current.items()}
+            )
+            paths = {t: row_path(source, keys[t]) for t in held}
+            known = await store.documents(conn, col.id, list(paths.values()))
+            gone = [known[p].id for t, p in paths.items() if p in known and not versions.get(t)]
+            if gone:
+                progress.removed += len(await removals.delete_documents(conn, col.id, gone))
+            for t, version in versions.items():
+                if version is None:
+                    continue
+                doc = known.get(paths[t])
+                if (
+                    doc is not None
+                    and doc.content_hash == version.fields.content_hash
+                    and (doc.status == "ready")
+                ):
+                    progress.unchanged += 1
+                    if doc.metadata != version.fields.metadata:
+                        await store.set_metadata(conn, (col.id, doc.id), version.fields.metadata)
+                    continue
+                pending = await self._write(conn, source, col, version)
+                progress.written += 1
+                if pending is not None:
+                    out.pending.append(pending)
+            await store.unqueue(conn, source.id, done)
+            progress.entries += len(done)
+        return out
+
+    async def _write(
+        self, conn: psycopg.AsyncConnection, source: SourceRow, col: Collection, v: RowVersion
+    ) -> PendingDocument | None:
+        """Write a row's new version (inside the batch's transaction); its chunks still
+        without a vector, for the vector stage."""
+        assert col.set_id is not None
+        doc_id = await doc_store.mark_processing(conn, col.id, v.fields)
+        await store.tag_document(conn, (col.id, doc_id), source.id, v.key)
+        hashes = [c.content_hash for c in v.chunks]
+        known = await cache.lookup(conn, cache.cache_key(self.provider), list(set(hashes)))
+        vectors = [known.get(h) for h in hashes]
+        chunk_ids = await doc_store.write_version(
+            conn,
+            document_id=doc_id,
+            collection_id=col.id,
+            set_id=col.set_id,
+            fields=v.fields,
+            units=v.units,
+            chunks=v.chunks,
+            vectors=vectors,
+        )
+        if chunk_ids is None:
+            return None
+        texts = v.embed_texts()
+        missing = [
+            PendingChunk(chunk_ids[i], texts[i], c.draft.token_count)
+            for i, c in enumerate(v.chunks)
+            if vectors[i] is None
+        ]
+        if not missing:
+            return None
+        result = FileResult(v.fields.path, Outcome.UPDATED, chunks=len(v.chunks))
+        return PendingDocument(doc_id, missing, result)
+
+    @contextlib.asynccontextmanager
+    async def _vector_stage(self, col: Collection) -> AsyncIterator[VectorStage]:
+        """The embedding task beside the drain; leaving waits for its vectors."""
+        assert col.set_id is not None
+        stage = VectorStage(self.pool, self.provider, (col.id, col.set_id), _no_events)
+        task = asyncio.create_task(stage.run())
+        try:
+            yield stage
+        except BaseException:
+            stage.stop()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise
+        stage.close()
+        await task
+
+    async def resume_vectors(self, collection: str) -> None:
+        """The vectors a killed drain left missing in a source's collection."""
+        await Ingestor(self.pool, self.provider, collection=collection).resume()
+
+    async def _remove(self, source: SourceRow) -> None:
+        """A removed source: delete its documents a step at a time, then forget it."""
+        async with self.pool.connection() as conn:
+            try:
+                col_id: int | None = (await get_collection(conn, source.collection)).id
+            except Exception:  # never indexed: no collection, no documents
+                col_id = None
+            while col_id is not None:
+                ids: list[UUID] = await store.source_documents(conn, source.id, col_id, REMOVE_STEP)
+                if not ids:
+                    break
+                await removals.delete_documents(conn, col_id, ids)
+            await store.forget(conn, source.id)
+
+
+def _no_events(_: IngestEvent) -> None:
+    pass
+
+
+def describe(p: SourceProgress) -> dict[str, Any]:
+    """A drain's outcome as JSON (the CLI's --json)."""
+    return {
+        "source": p.name,
+        "written": p.written,
+        "unchanged": p.unchanged,
+        "removed": p.removed,
+        "queue_entries": p.entries,
+        "failure": p.failure,
+    }
