@@ -393,6 +393,7 @@ def test_axe_core_finds_no_serious_violation(
         "/console/documents",
         f"/console/documents/{kb.id(VENDOR)}",
         "/console/eval",
+        "/console/searches",
     ]
     for width in (1280, 390):
         with tab(browser, width=width, bypass_csp=True) as t:

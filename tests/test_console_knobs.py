@@ -65,8 +65,10 @@ def test_the_ranking_section_reorders_as_mcp_does(
     default = mcp_search(kb_http.mcp_url, {**args, "max_tokens": 25000})
     assert len(shown) >= 3 and shown == [h["chunk_id"] for h in rrf["results"]][: len(shown)]
     assert shown != [h["chunk_id"] for h in default["results"]][: len(shown)]
-    with psycopg.connect(kb.dsn) as conn:  # "Copy as SQL" replays the knobs too
-        assert [r[1] for r in conn.execute(sql).fetchall()] == shown
+    # "Copy as SQL" replays the knobs too: the whole page asked for (10), as MCP ranks it
+    with psycopg.connect(kb.dsn) as conn:
+        replayed = [r[1] for r in conn.execute(sql).fetchall()]
+    assert replayed == [h["chunk_id"] for h in rrf["results"]] and len(replayed) == 10
 
 
 def test_saving_two_hits_stays_on_the_results_page(

@@ -39,7 +39,7 @@ FORM_FIELDS = (
     *KNOB_FIELDS,
 )
 # the collapsed "Filters and options" section: the first result stays above the fold
-MORE_FIELDS = ("scope", "collection", "folder", "file_type", "max_tokens", "why_not")
+MORE_FIELDS = ("scope", "collection", "folder", "file_type", "metadata", "max_tokens", "why_not")
 # no mode: the default (hybrid), and a case saved from the page runs in every mode asked for
 DEFAULTS = {"scope": "chunks", "limit": "10", "max_tokens": "4000"}
 IDS = re.compile(r"[\s,]+")
