@@ -180,9 +180,9 @@ OLD_COLLECTIONS_POLICY = (  # migration 0011's, by names: what a cluster had bef
     "ALTER POLICY scoped ON pgrag.collections USING"
     " (name = ANY (string_to_array(nullif(current_setting('pgrag.scope', true), ''), '|')))"
 )
-POLICY_QUALS_SQL = (
+POLICY_QUALS_SQL = (  # the `scoped` policies (0028's `unscoped` ones are not the scope's)
     "SELECT DISTINCT qual FROM pg_policies WHERE schemaname = 'pgrag'"
-    " AND tablename ~ '^collections(_[0-9]+)?$'"
+    " AND policyname = 'scoped' AND tablename ~ '^collections(_[0-9]+)?$'"
 )
 
 

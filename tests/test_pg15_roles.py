@@ -40,48 +40,33 @@ def _folders(tmp: Path) -> dict[str, Path]:
     return out
 
 
+def _rest_search(base: str, key: str, query: str, mode: str) -> set[str]:
+    r = httpx2.get(
+        f"{base}/api/search",
+        params={"q": query, "mode": mode, "limit": 10},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    return {h["path"].rsplit("/", 1)[-1] for h in r.json()["results"]}
+
+
 def test_the_owner_migrates_and_the_app_role_does_the_work(
     pg15: Pg15, database: str, tmp_path: Path
 ) -> None:
+    """One DBA's day: the owner migrates for the app role (no CREATEROLE: collection-limited
+    keys stay refused, said in one line), the app role ingests and searches, a role with
+    CREATEROLE enables the keys later, the app role serves them and reindexes."""
     owner, app = pg15.dsn("pgrag_owner", database), pg15.dsn("pgrag_app", database)
     done = pgrag_as(owner, "migrate", "--app-role", "pgrag_app")
     assert done.returncode == 0, done.stderr
     assert "granted pgrag_app what pgrag needs" in done.stdout
-    # the owner may not create roles: said once, with who can
     assert "pgrag_scoped" in done.stderr and "CREATEROLE" in done.stderr, done.stderr
     for collection, folder in _folders(tmp_path).items():
         ingested = pgrag_as(app, "ingest", "-q", "-c", collection, str(folder))
         assert ingested.returncode == 0, ingested.stderr
-    for mode, query in (
-        ("hybrid", "zebras savanna"),
-        ("semantic", "zebras savanna"),
-        ("keyword", "zebras"),
-        ("exact", "zebras"),
-        ("regex", "Zebra[s]"),
-    ):
-        found = pgrag_as(app, "search", query, "--mode", mode, "--json")
-        assert found.returncode == 0, (mode, found.stderr)
-        assert "zebra.md" in found.stdout, (mode, found.stdout)
-    again = pgrag_as(owner, "migrate", "--app-role", "pgrag_app")  # idempotent
-    assert again.returncode == 0 and "applied" not in again.stdout, again
-    reindexed = pgrag_as(
-        app, "reindex", "--collection", "alpha", "--model", "hash/256", "--drop-old"
-    )
-    assert reindexed.returncode == 0, reindexed.stderr
-    found = pgrag_as(
-        app, "--embedding-model", "hash/256", "search", "zebras", "-c", "alpha", "--mode",
-        "semantic", "--json",
-    )  # fmt: skip
+    found = pgrag_as(app, "search", "Zebra[s]", "--mode", "regex", "--json")
     assert found.returncode == 0 and "zebra.md" in found.stdout, found
-
-
-def test_a_scoped_key_enabled_after_the_first_migration(
-    pg15: Pg15, database: str, tmp_path: Path
-) -> None:
-    owner, app = pg15.dsn("pgrag_owner", database), pg15.dsn("pgrag_app", database)
-    assert pgrag_as(owner, "migrate", "--app-role", "pgrag_app").returncode == 0
-    for collection, folder in _folders(tmp_path).items():
-        assert pgrag_as(app, "ingest", "-q", "-c", collection, str(folder)).returncode == 0
     keys = {"PGRAG_API_KEYS": "full-key,alpha-key=alpha"}
     port = str(free_port())
     refused = pgrag_as(app, "serve", "--transport", "http", "--port", port, env=keys)
@@ -102,13 +87,18 @@ def test_a_scoped_key_enabled_after_the_first_migration(
     assert doctor.returncode == 0, doctor.stderr
     assert "ok   collection-limited keys" in doctor.stderr, doctor.stderr
     with http_server(app, "--embedding-model", "hash/384", env=keys) as server:
+        for mode in ("hybrid", "semantic", "keyword", "exact"):
+            assert "zebra.md" in _rest_search(server.base, "full-key", "zebras savanna", mode)
         for key, expected in (("alpha-key", {"zebra.md"}), ("full-key", {"zebra.md", "okapi.md"})):
-            r = httpx2.get(
-                f"{server.base}/api/search",
-                params={"q": "zebras okapis", "mode": "keyword", "limit": 10},
-                headers={"Authorization": f"Bearer {key}"},
-                timeout=60,
-            )
-            assert r.status_code == 200, r.text
-            names = {h["path"].rsplit("/", 1)[-1] for h in r.json()["results"]}
-            assert names == expected, (key, r.json())
+            assert _rest_search(server.base, key, "zebras okapis", "keyword") == expected, key
+    again = pgrag_as(owner, "migrate", "--app-role", "pgrag_app")  # idempotent
+    assert again.returncode == 0 and "applied" not in again.stdout, again
+    reindexed = pgrag_as(
+        app, "reindex", "--collection", "alpha", "--model", "hash/256", "--drop-old"
+    )
+    assert reindexed.returncode == 0, reindexed.stderr
+    found = pgrag_as(
+        app, "--embedding-model", "hash/256", "search", "zebras", "-c", "alpha", "--mode",
+        "semantic", "--json",
+    )  # fmt: skip
+    assert found.returncode == 0 and "zebra.md" in found.stdout, found

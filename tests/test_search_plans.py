@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.store.collections import ensure_collection
 from tests.support.databases import create_database, drop_database
+from tests.support.pg15 import PASSWORDS, pgrag_as, with_user
 
 MODEL = "hash/384"
 DIMS = 384
@@ -59,6 +61,7 @@ class Bulk:
     dsn: str
     set_id: int
     collection_id: int
+    app_dsn: str | None = None  # PostgreSQL 15: the application role (migrate --app-role)
 
 
 async def _setup(dsn: str) -> tuple[int, int]:
@@ -81,6 +84,8 @@ def _database(request: pytest.FixtureRequest) -> Iterator[str]:
         server = request.getfixturevalue("pg15")
         name = server.create_database()
         asyncio.run(prepare(server.dsn("pgrag_owner", name)))
+        granted = pgrag_as(server.dsn("pgrag_owner", name), "migrate", "--app-role", "pgrag_app")
+        assert granted.returncode == 0, granted.stderr
         yield server.dsn("postgres", name)
         server.drop_database(name)
         return
@@ -97,7 +102,11 @@ def _database(request: pytest.FixtureRequest) -> Iterator[str]:
 )
 def bulk(request: pytest.FixtureRequest) -> Iterator[Bulk]:
     with _database(request) as url:
-        yield _loaded(url)
+        loaded = _loaded(url)
+        if request.param == "pg15":
+            app = with_user(url, "pgrag_app", PASSWORDS["pgrag_app"])
+            loaded = dataclasses.replace(loaded, app_dsn=app)
+        yield loaded
 
 
 def _loaded(url: str) -> Bulk:
@@ -222,6 +231,35 @@ def test_semantic_leg_uses_the_hnsw_index(bulk: Bulk) -> None:
     ), filtered
     assert f"Index Scan using {index} on embeddings" in by_language, by_language
     assert "Seq Scan on embeddings" not in plain + filtered + by_language
+
+
+def test_the_app_roles_semantic_leg_reads_through_indexes(bulk: Bulk) -> None:
+    """The application role (PostgreSQL 15: `migrate --app-role`, row-level security applies
+    to it) ranks a plain semantic leg through the HNSW index and never scans embeddings or
+    chunks whole; a folder filter may cost it one pass over documents (the folder index's
+    conditions are not leakproof, so RLS keeps them out of index scans; docs/existing-
+    postgresql.md)."""
+    with psycopg.connect(
+        bulk.app_dsn or bulk.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor
+    ) as conn:
+        register_vector(conn)
+        vec = query_vector("topic42")
+        plans = []
+        for name, filtered_, filters in (
+            ("plain", False, {}),
+            ("filtered", True, {"folder": "f7"}),
+        ):
+            leg = conn.execute(
+                "SELECT pgrag.semantic_leg_sql(%s, %s, %s, false, %s)",
+                (bulk.set_id, DIMS, filtered_, bulk.collection_id),
+            ).fetchone()[0]
+            conn.execute(f"PREPARE {name}(vector, jsonb, int, text[]) AS {leg}")
+            plans.append(
+                plan(conn, f"EXECUTE {name}(%s, %s, 100, ARRAY['und'])", (vec, Jsonb(filters)))
+            )
+    assert f"Index Scan using embeddings_hnsw_{bulk.set_id} on embeddings" in plans[0], plans[0]
+    for text in plans:
+        assert "Seq Scan on embeddings" not in text and "Seq Scan on chunks" not in text, text
 
 
 @pytest.fixture

@@ -26,7 +26,13 @@ out = Console()
 err = Console(stderr=True)
 
 RESUME_HINT = "finished batches are kept: run the same command again to resume"
-RESUMABLE = {ErrorCode.UPSTREAM_ERROR, ErrorCode.DB_ERROR, ErrorCode.TIMEOUT, ErrorCode.INTERNAL}
+RESUMABLE = {
+    ErrorCode.UPSTREAM_ERROR,
+    ErrorCode.DB_ERROR,
+    ErrorCode.DB_SETUP,  # once the DBA has run the fix
+    ErrorCode.TIMEOUT,
+    ErrorCode.INTERNAL,
+}
 
 
 def _target_settings(overrides: dict[str, object], model: str) -> Settings:

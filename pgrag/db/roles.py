@@ -121,14 +121,15 @@ async def _grant_tables(
         await scalar(conn, "SELECT pgrag.grant_scoped_role()")
     )
     owner = bool(await scalar(conn, OWNS_SCHEMA_SQL))
-    known = [str(r) for (r,) in await (await conn.execute("SELECT pgrag.app_roles()")).fetchall()]
+    known = [
+        str(r) for (r,) in await (await conn.execute("SELECT pgrag.granted_app_roles()")).fetchall()
+    ]
     report.app_roles = list(dict.fromkeys([*([app_role] if app_role else []), *known]))
-    for role in report.app_roles:
-        if await scalar(conn, "SELECT pgrag.app_role_granted(%s)", (role,)):
-            continue
-        if owner:
+    for role in report.app_roles:  # the one asked for always (recorded), others if needed
+        granted = await scalar(conn, "SELECT pgrag.app_role_granted(%s)", (role,))
+        if owner and (role == app_role or not granted):
             await conn.execute("SELECT pgrag.grant_app_role(%s)", (role,))
-        else:
+        elif not owner and not granted:
             owner_name = await scalar(conn, SCHEMA_OWNER_SQL)
             report.notes.append(
                 f"{me} does not own the pgrag schema and cannot grant {role} its tables: "
@@ -168,11 +169,16 @@ async def check_schema(conn: psycopg.AsyncConnection) -> None:
         raise DatabaseSetupError(f"role {me} has no access to the pgrag schema: {fix}")
     st = await migrations.status(conn)
     needed = max(m.version for m in migrations.discover())
-    if st.pending or st.functions_changed:
+    if st.pending:
         at = f"{max(st.applied):04d}" if st.applied else "none"
         raise DatabaseSetupError(
             f"the pgrag schema is at version {at}, this pgrag needs {needed:04d} and role {me} "
             f"may not migrate it: {fix}"
+        )
+    if st.functions_changed:  # same migrations, other functions (another pgrag release)
+        raise DatabaseSetupError(
+            f"the pgrag schema's functions ({', '.join(st.functions_changed[:3])}) are not "
+            f"this pgrag's and role {me} may not replace them: {fix}"
         )
     if not await scalar(conn, "SELECT pgrag.app_role_granted(current_user)"):
         raise DatabaseSetupError(f"role {me} lacks privileges on pgrag's tables: {fix}")

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from pgrag.ingest.parsers.base import ParseError
 from pgrag.ingest.parsers.limits import file_bound
 from pgrag.ingest.prepare import PreparedDocument, base_fields
 from pgrag.ingest.results import FileResult, IngestEvent, IngestSummary, Outcome, Reporter
-from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
+from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage, running_stage
 from pgrag.ingest.walker import FoundFile, walk
 from pgrag.ingest.work import Failure, Work, pending_chunks
 from pgrag.store import bm25_sums, interrupted, removals
@@ -46,11 +47,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# OCR_UNAVAILABLE: retried, so installing an engine and ingesting again reads the file
+# OCR_UNAVAILABLE and DB_SETUP: retried, so installing an engine (granting the privilege)
+# and ingesting again reads the file
 RETRYABLE_CODES = {
     ErrorCode.UPSTREAM_ERROR,
     ErrorCode.INTERNAL,
     ErrorCode.DB_ERROR,
+    ErrorCode.DB_SETUP,
     ErrorCode.OCR_UNAVAILABLE,
     ErrorCode.INTERRUPTED,
 }
@@ -142,23 +145,10 @@ class Ingestor:
             summary.resumed = await self._resume(col, stage)
         return summary
 
-    @contextlib.asynccontextmanager
-    async def _vector_stage(self, col: Collection) -> AsyncIterator[VectorStage]:
-        """The embedding task beside the writer; leaving waits until it has written every
-        queued document's vectors (an error or a cancellation stops it at once)."""
+    def _vector_stage(self, col: Collection) -> AbstractAsyncContextManager[VectorStage]:
+        """The embedding task beside the writer."""
         assert col.set_id is not None
-        stage = VectorStage(self.pool, self.provider, (col.id, col.set_id), self.report)
-        task = asyncio.create_task(stage.run())
-        try:
-            yield stage
-        except BaseException:
-            stage.stop()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            raise
-        stage.close()
-        await task
+        return running_stage(self.pool, self.provider, (col.id, col.set_id), self.report)
 
     async def _resume(self, col: Collection, stage: VectorStage) -> list[FileResult]:
         assert col.set_id is not None

@@ -17,10 +17,10 @@ moved in the same statement) whenever the queue is short, so a crash resumes it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -33,7 +33,7 @@ from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.results import FileResult, IngestEvent, Outcome
 from pgrag.ingest.table_rows import Chunking, RowVersion, row_path, row_version
-from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage
+from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage, running_stage
 from pgrag.store import bm25_sums, removals
 from pgrag.store import documents as doc_store
 from pgrag.store import table_sources as store
@@ -250,22 +250,10 @@ class TableSync:
         result = FileResult(v.fields.path, Outcome.UPDATED, chunks=len(v.chunks))
         return PendingDocument(doc_id, missing, result)
 
-    @contextlib.asynccontextmanager
-    async def _vector_stage(self, col: Collection) -> AsyncIterator[VectorStage]:
-        """The embedding task beside the drain; leaving waits for its vectors."""
+    def _vector_stage(self, col: Collection) -> AbstractAsyncContextManager[VectorStage]:
+        """The embedding task beside the drain."""
         assert col.set_id is not None
-        stage = VectorStage(self.pool, self.provider, (col.id, col.set_id), _no_events)
-        task = asyncio.create_task(stage.run())
-        try:
-            yield stage
-        except BaseException:
-            stage.stop()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            raise
-        stage.close()
-        await task
+        return running_stage(self.pool, self.provider, (col.id, col.set_id), _no_events)
 
     async def resume_vectors(self, collection: str) -> None:
         """The vectors a killed drain left missing in a source's collection."""

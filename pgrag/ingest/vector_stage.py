@@ -15,7 +15,9 @@ searchable. A crash loses nothing: `documents.vectors_pending` says what the nex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -203,3 +205,27 @@ class VectorStage:
             )
         self.done += len(doc.chunks)
         self.report(IngestEvent("vectors", result.path, total=self.total, done=self.done))
+
+
+@contextlib.asynccontextmanager
+async def running_stage(
+    pool: AsyncConnectionPool,
+    provider: EmbeddingProvider,
+    key: tuple[int, int],
+    report: Reporter,
+) -> AsyncIterator[VectorStage]:
+    """The embedding task beside a writer (collection id, embedding set id); leaving waits
+    until it has written every queued document's vectors (an error or a cancellation stops
+    it at once)."""
+    stage = VectorStage(pool, provider, key, report)
+    task = asyncio.create_task(stage.run())
+    try:
+        yield stage
+    except BaseException:
+        stage.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise
+    stage.close()
+    await task

@@ -64,11 +64,16 @@ async def guarded(
     """Admit the call (or raise RATE_LIMITED), run the block under `timeout`, then count and
     audit it. A failure leaves as its stable code (PgragError): TimeoutError is TIMEOUT.
     The transport's own refusals (`passthrough`: a request that fails validation, an HTTP
-    error) are counted and leave unchanged, for the transport to answer."""
+    error) are counted and leave unchanged, for the transport to answer.
+
+    A call refused before it starts (RATE_LIMITED) is counted, not audited: a refusal costs
+    the server next to nothing, and a flood of them must not cost it a row each."""
     started = time.perf_counter()
     account = current_account()
+    ran = False
     try:
         async with context.admission.admitted(account), limited(timeout):
+            ran = True
             yield call
     except passthrough as exc:
         status = getattr(exc, "status_code", None)
@@ -82,15 +87,16 @@ async def guarded(
         raise error from exc
     finally:
         count_call(str(call.transport), call.name, call.label, tool=call.is_tool)
-        row = ToolCall(
-            call.name,
-            audit_arguments(call.arguments),
-            account,
-            round((time.perf_counter() - started) * 1000, 2),
-            call.outcome,
-            call.trace_id,
-        )
-        await record_tool_call(context.pool, row)
+        if ran:
+            row = ToolCall(
+                call.name,
+                audit_arguments(call.arguments),
+                account,
+                round((time.perf_counter() - started) * 1000, 2),
+                call.outcome,
+                call.trace_id,
+            )
+            await record_tool_call(context.pool, row)
 
 
 def audit_arguments(args: dict[str, Any]) -> dict[str, Any]:

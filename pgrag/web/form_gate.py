@@ -23,10 +23,10 @@ from pgrag.request_checks import MIB, SMALL_FORM_BYTES, header, same_origin, wit
 from pgrag.services.uploads import MAX_UPLOAD_BYTES
 from pgrag.web import render
 from pgrag.web.i18n import MESSAGES, choose
+from pgrag.web.pages.evaluation import MAX_FILE_BYTES
 from pgrag.web.session import COOKIE, Sessions
 
 LOGIN_PATH = "/console/login"
-EVAL_FILE_BYTES = 2_000_000  # a pasted query set, or an uploaded one (pages/evaluation.py)
 SIGN_IN_FORMS = frozenset({LOGIN_PATH, "/console/logout", "/console/oauth/consent/signin"})
 BODYLESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -42,7 +42,7 @@ BOUNDS = (
     # the files of one upload together, plus their multipart framing and fields
     Bound(re.compile(r"/console/upload"), MAX_UPLOAD_BYTES + MIB),
     # pasted queries and a query file, each at its cap
-    Bound(re.compile(r"/console/eval"), 2 * EVAL_FILE_BYTES + SMALL_FORM_BYTES),
+    Bound(re.compile(r"/console/eval"), 2 * MAX_FILE_BYTES + SMALL_FORM_BYTES),
 )
 
 
@@ -71,7 +71,7 @@ class FormGate:
             return
 
         async def too_large(send: Send, limit: int) -> None:
-            message = f"the form is over {limit // 1024} KB, this page's bound"
+            message = f"the form is over {render.human_bytes(limit)}, this page's bound"
             await _error(scope, 413, ErrorCode.TOO_LARGE, message)(scope, receive, send)
 
         await within(self.app, scope, receive, send, form_limit(path), too_large)

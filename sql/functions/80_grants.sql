@@ -3,7 +3,7 @@
 -- The owner (or a DBA) runs `pgrag migrate --app-role ROLE` (pgrag/db/roles.py): the
 -- migrations run as the owner, then these functions grant ROLE what `ingest`, `serve`,
 -- `search` and `reindex` need, and pgrag_scoped what collection-limited keys read. Every
--- `migrate` re-applies both (to every role the schema's ACL already names), so a new table
+-- `migrate` re-applies both (to every role granted before, pgrag.app_roles), so a new table
 -- of a later migration, or a grant revoked by hand, is repaired by the next run. The DDL the
 -- app role's work implies (an embedding set's HNSW index) runs in SECURITY DEFINER
 -- functions the owner owns (30_semantic.sql), never as the app role.
@@ -53,21 +53,19 @@ BEGIN
     EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgrag TO %I',
                    app_role);
     EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON pgrag.schema_migrations, '
-                   'pgrag.schema_functions FROM %I', app_role);
+                   'pgrag.schema_functions, pgrag.app_roles FROM %I', app_role);
     EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgrag TO %I', app_role);
     EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgrag TO %I', app_role);
+    INSERT INTO pgrag.app_roles (role_name) VALUES (app_role) ON CONFLICT DO NOTHING;
 END
 $$;
 
--- The roles granted before: every role but the owner and pgrag_scoped that the schema's
--- ACL names (the app roles of earlier `migrate --app-role` runs).
-CREATE OR REPLACE FUNCTION pgrag.app_roles() RETURNS SETOF name
+-- The roles granted before (pgrag.app_roles, migration 0031) that still exist.
+CREATE OR REPLACE FUNCTION pgrag.granted_app_roles() RETURNS SETOF name
 LANGUAGE sql STABLE AS $$
-    SELECT DISTINCT r.rolname
-    FROM pg_namespace n
-    CROSS JOIN LATERAL aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
-    JOIN pg_roles r ON r.oid = a.grantee
-    WHERE n.nspname = 'pgrag' AND a.grantee <> n.nspowner AND r.rolname <> 'pgrag_scoped'
+    SELECT a.role_name FROM pgrag.app_roles a
+    WHERE EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = a.role_name)
+    ORDER BY a.role_name
 $$;
 
 -- Dropping an embedding set's HNSW index (reindex --drop-old, a set rebuilt with other
@@ -88,7 +86,8 @@ LANGUAGE sql STABLE AS $$
     SELECT has_schema_privilege(app_role, 'pgrag', 'USAGE')
        AND coalesce(bool_and(CASE WHEN c.relkind = 'S'
                                   THEN has_sequence_privilege(app_role, c.oid, 'USAGE')
-                                  WHEN c.relname IN ('schema_migrations', 'schema_functions')
+                                  WHEN c.relname IN ('schema_migrations', 'schema_functions',
+                                                     'app_roles')
                                   THEN has_table_privilege(app_role, c.oid, 'SELECT')
                                   ELSE has_table_privilege(app_role, c.oid,
                                                            'SELECT, INSERT, UPDATE, DELETE')

@@ -60,7 +60,7 @@ def oauth_database(server_dsn: str, tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
+def oauth_server(dsn: str, log_path: Path | None = None, **env: str) -> Iterator[HttpServer]:
     settings = {
         "PGRAG_API_KEYS": f"{KEY},{SCOPED_KEY}={ALPHA}",
         "PGRAG_ADMIN_PASSWORD": ADMIN_PASSWORD,
@@ -70,7 +70,9 @@ def oauth_server(dsn: str, **env: str) -> Iterator[HttpServer]:
         "PGRAG_OAUTH_REGISTRATIONS_PER_HOUR": "1000",  # every test registers from 127.0.0.1
         **env,
     }
-    with http_server(dsn, "--embedding-model", HASH_MODEL, env=settings) as server:
+    with http_server(
+        dsn, "--embedding-model", HASH_MODEL, env=settings, log_path=log_path
+    ) as server:
         yield server
 
 

@@ -163,6 +163,10 @@ def pg15_server(bin_dir: Path = SYSTEM_BIN) -> Iterator[Pg15]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def with_user(dsn: str, user: str, password: str) -> str:
+    return make_conninfo(dsn, user=user, password=password)
+
+
 def drop_scoped_role(server: Pg15) -> None:
     """Remove pgrag_scoped (cluster-wide) so the next test starts without it."""
     with psycopg.connect(server.dsn(), autocommit=True) as conn:

@@ -1,0 +1,1 @@
+"""The settings by subsystem: each group is a pydantic model its code can take."""

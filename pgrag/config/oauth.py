@@ -1,0 +1,59 @@
+"""OAuth 2.1 for hosted MCP clients, and the console's owner password."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, SecretStr
+
+
+class OAuthSettings(BaseModel):
+    """OAuth 2.1 for hosted MCP clients, and the console's owner password."""
+
+    oauth: bool = Field(
+        True,
+        description="OAuth 2.1 for hosted MCP clients beside the keys, whenever authentication "
+        "is on (API keys or an admin password)",
+    )
+    public_url: str | None = Field(
+        None,
+        description="the URL clients reach this server at (`https://rag.example.com`, behind a "
+        "TLS proxy); unset: the bound address. OAuth metadata and token audience use it",
+    )
+    admin_password: SecretStr | None = Field(
+        None,
+        description="console sign-in for the owner (full access), e.g. to approve OAuth clients",
+    )
+    oauth_loopback_clients: bool = Field(
+        False,
+        description="accept OAuth client ID metadata documents from loopback hosts, plain "
+        "HTTP too (tests and local development; otherwise HTTPS from public hosts only)",
+    )
+    oauth_issuer: str | None = Field(
+        None,
+        description="trust this external authorization server's JWT access tokens instead of "
+        "pgrag's own server (its `iss`, e.g. `https://id.example.com/realms/main`)",
+    )
+    oauth_jwks_url: str | None = Field(
+        None, description="the external issuer's JWKS; unset: `<issuer>/.well-known/jwks.json`"
+    )
+    oauth_collections_claim: str = Field(
+        "pgrag_collections",
+        description="the external token's claim listing the collections it may read (`*`: all)",
+    )
+    oauth_access_ttl: int = Field(
+        3600, ge=60, le=86400, description="seconds an OAuth access token lives"
+    )
+    oauth_refresh_ttl: int = Field(
+        30 * 86400,
+        ge=3600,
+        le=365 * 86400,
+        description="seconds an OAuth grant lives from its consent: refreshing never extends it",
+    )
+    oauth_registrations_per_hour: int = Field(
+        30, ge=1, le=100_000, description="OAuth client registrations one address may make an hour"
+    )
+    oauth_max_unused_clients: int = Field(
+        1000,
+        ge=10,
+        le=1_000_000,
+        description="OAuth clients not yet approved that are kept (each is forgotten after a day)",
+    )

@@ -1,0 +1,87 @@
+"""What the transports serve and how: toolsets, keys, hosts, limits, admission, answers."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
+REGEX_TIMEOUT_MS = 1000
+
+
+class ServingSettings(BaseModel):
+    """What the transports serve and how: toolsets, keys, hosts, limits, admission, answers."""
+
+    toolsets: str = Field("core", description="comma list of: " + ", ".join(KNOWN_TOOLSETS))
+    read_only: bool | None = Field(
+        None, description="refuse write tools; default true for HTTP, false for the CLI"
+    )
+    api_keys: str | None = Field(
+        None, description="comma list of bearer keys for HTTP, `key=coll1|coll2` limits a key"
+    )
+    allowed_hosts: str | None = Field(
+        None,
+        description="comma list of `Host` values HTTP answers (`name`, `name:*` any port, `*`); "
+        "unset: loopback names when bound to loopback, else any",
+    )
+    allowed_origins: str | None = Field(
+        None,
+        description="comma list of browser `Origin`s HTTP accepts besides its own "
+        "(`https://app.example.com`, `http://localhost:*`); unset: loopback ones on loopback",
+    )
+    search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
+    regex_timeout_ms: int = Field(
+        REGEX_TIMEOUT_MS,
+        ge=50,
+        le=60_000,
+        description="milliseconds PostgreSQL may match one regex search; then it ends `TIMEOUT`",
+    )
+    slow_call_ms: int = Field(
+        500,
+        ge=50,
+        le=60_000,
+        description="a call whose own cost (its running time less the wait other callers"
+        " caused) passes this many milliseconds is charged, whole, to its caller"
+        " (`PGRAG_CALLER_SLOW_SHARE`)",
+    )
+    caller_slow_share: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="share of time one HTTP caller's slow calls may take; past it, its next call"
+        " waits while other callers' calls run (0: off)",
+    )
+    trusted_proxies: str | None = Field(
+        None,
+        description="comma list of proxy addresses or networks (`10.0.0.5`, `10.0.0.0/8`) whose"
+        " `X-Forwarded-For` names the caller; unset: none, a caller is its peer address",
+    )
+    return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
+    default_content_mode: Literal["smart_extract", "full"] = Field(
+        "smart_extract", description="`smart_extract` or `full`"
+    )
+    searxng_url: str | None = Field(None, description="enables `web_search`")
+    web_timeout_s: float = Field(
+        8.0, gt=0, le=60, description="seconds `web_search` waits for SearXNG"
+    )
+    web_cache_ttl_s: int = Field(
+        3600,
+        ge=0,
+        le=30 * 86400,
+        description="seconds a `web_search` result stays cached in Postgres (0: always ask)",
+    )
+    write_max_chars: int = Field(
+        20000,
+        ge=100,
+        le=1_000_000,
+        description="longest `content` (characters) `save_document`/`update_document` accept",
+    )
+    graph_labels: str = Field(
+        "Entity,Person,Organization,Document,Chunk,Concept,Topic,Event,Location",
+        description="comma list of the node labels the `graph` tools accept",
+    )
+    graph_relationship_types: str = Field(
+        "MENTIONS,RELATED_TO,PART_OF,WORKS_FOR,LOCATED_IN,CITES",
+        description="comma list of the relationship types the `graph` tools accept",
+    )
