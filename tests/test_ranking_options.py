@@ -6,12 +6,14 @@ pgrag.explain_search ("Copy as SQL") replays the search as it was ranked."""
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support.kb_server import KB_COLLECTION, HttpServer, KnowledgeBase
+from tests.support.commands import pgrag_cmd
+from tests.support.kb_server import KB_COLLECTION, HttpServer, KnowledgeBase, child_env
 from tests.support.playground import mcp_search, rest_search, sql_order, warm_up
 
 pytest_plugins = ("tests.support.kb_server",)
@@ -117,3 +119,20 @@ def test_a_knob_out_of_bounds_is_a_clear_error(
     assert got.status_code == 400, got.text
     body = got.json()
     assert body["errorCode"] == "INVALID_ARGUMENT" and field in body["errorMessage"], body
+
+
+def test_the_cli_takes_the_knobs_and_ranks_as_mcp_does(
+    kb_http: HttpServer, kb: KnowledgeBase
+) -> None:
+    knob = {"fusion": "rrf", "rrf_k": 1}
+    want, _ = ranked(kb_http, knob)
+    args = ["search", QUERY, "-c", KB_COLLECTION, "-n", str(LIMIT), "--max-tokens", "25000"]
+    done = subprocess.run(
+        pgrag_cmd("--database-url", kb.dsn, *args, "--fusion", "rrf", "--rrf-k", "1", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert [h["chunk_id"] for h in json.loads(done.stdout)["results"]] == want
