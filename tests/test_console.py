@@ -5,8 +5,6 @@ through psycopg, collection scopes, read-only and cross-site requests."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import re
 import subprocess
@@ -18,8 +16,6 @@ from urllib.parse import urlencode
 import httpx2
 import psycopg
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page
 
 from tests.support.browser import Tab, chromium, tab
@@ -36,6 +32,7 @@ from tests.support.kb_server import (
     KnowledgeBase,
     child_env,
 )
+from tests.support.playground import mcp_search
 
 pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.requires("chromium")
@@ -82,26 +79,6 @@ def number(text: str) -> float | int | None:
     return int(text) if re.fullmatch(r"-?\d+", text) else float(text)
 
 
-def mcp_search(url: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The MCP `search` tool's data through the SDK client (in its own thread and loop:
-    Playwright's sync API owns this one)."""
-
-    async def call() -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {FULL_KEY}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=120) as hc,
-            Client(streamable_http_client(url, http_client=hc), cache=None) as client,
-        ):
-            result = await client.call_tool("search", args)
-            assert not result.is_error, result.content
-            assert result.structured_content is not None
-            data: dict[str, Any] = result.structured_content["data"]
-            return data
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, call()).result()
-
-
 def csrf_of(page: Page) -> str:
     return str(page.get_attribute("input[name=csrf]", "value"))
 
@@ -129,6 +106,7 @@ def test_every_page_renders_without_console_errors(
             "/console/documents",
             "/console/documents?" + urlencode({"collection": KB_COLLECTION, "status": "failed"}),
             f"/console/documents/{kb.id(BUDGET)}",
+            "/console/searches",
             "/console/doctor",
         ):
             response = t.page.goto(kb_http.base + path)
@@ -148,9 +126,10 @@ def test_the_playground_shows_the_figures_of_mcp_explain(
 ) -> None:
     with tab(browser) as t:
         sign_in(t, kb_http.base, FULL_KEY)
-        t.page.get_by_role("link", name="Search").click()
+        t.page.get_by_role("link", name="Search", exact=True).click()
         t.page.get_by_label("Query").fill(QUERY["q"])
-        t.page.get_by_label("Collection").fill(QUERY["collection"])
+        t.page.get_by_text("Filters and options").click()
+        t.page.get_by_label("Collection").select_option(QUERY["collection"])
         t.page.get_by_label("Results").fill(QUERY["limit"])
         t.page.get_by_role("button", name="Search").last.click()
         t.page.wait_for_selector("li.hit")
@@ -351,6 +330,7 @@ def test_a_saved_case_appears_in_evaluation_runs_of_console_and_cli(
         first.get_by_text("Save as evaluation case").click()
         first.get_by_label("Evaluation set").fill("saved-from-playground")
         first.get_by_role("button", name="Save").click()
+        page.locator("#saved a").click()  # saved from the results page, which stays
         page.wait_for_url("**/console/eval?set=saved-from-playground")
         page.get_by_role("button", name="Run").click()
         section = page.locator("section[data-mode=hybrid]")
@@ -413,6 +393,7 @@ def test_axe_core_finds_no_serious_violation(
         "/console/documents",
         f"/console/documents/{kb.id(VENDOR)}",
         "/console/eval",
+        "/console/searches",
     ]
     for width in (1280, 390):
         with tab(browser, width=width, bypass_csp=True) as t:

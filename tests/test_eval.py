@@ -173,6 +173,8 @@ def test_wrong_location_and_answer_are_scored_as_misses(tiny_dsn: str, tmp_path:
         ([SURE, "", '["a list"]'], "line 3: expected a JSON object"),
         ([{"query": "x", "document": "a", "location": {"rows": "a-b"}}], "line 1: 'location.rows"),
         (["", "# only a comment"], "no queries"),
+        ([{"query": "x", "document": "a", "options": {"fusion": "borda"}}], "'options.fusion'"),
+        ([{"query": "x", "document": "a", "options": {"limit": 3}}], "not a ranking option"),
     ],
 )
 def test_malformed_lines_exit_2_naming_the_line(
@@ -182,6 +184,21 @@ def test_malformed_lines_exit_2_naming_the_line(
     assert code == 2
     assert message in stderr and "queries.jsonl" in stderr
     assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+
+
+def test_a_lines_ranking_options_reach_its_search(tiny_dsn: str, tmp_path: Path) -> None:
+    """`options` are the search's own: sent, logged (explain_search replays them), scored."""
+    tuned = {**SURE, "options": {"fusion": "rrf", "rrf_k": 7}}
+    code, stdout, stderr = _eval(tiny_dsn, _write(tmp_path, tuned), "--json")
+    assert code == 0, stderr
+    (outcome,) = json.loads(stdout)["queries"]
+    assert outcome["rank"] == 1
+    with psycopg.connect(tiny_dsn) as conn:
+        logged = conn.execute(
+            "SELECT params ->> 'fusion', (params ->> 'rrf_k')::int FROM pgrag.search_log"
+            " WHERE caller = 'eval' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    assert logged == ("rrf", 7)
 
 
 def test_matching_rules() -> None:

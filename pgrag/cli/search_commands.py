@@ -13,10 +13,12 @@ from rich.table import Table
 from pgrag.cli.app import cli, run, shown, state
 from pgrag.cli.request_options import request_options
 from pgrag.runtime import open_runtime
+from pgrag.search.counts import Counted
+from pgrag.search.counts import counted as count_kind
 from pgrag.search.engine import SearchPage, SearchService
 from pgrag.search.flat import from_flat
 from pgrag.search.models import SearchData, SearchHit
-from pgrag.search.modes import ShownScore, mode_spec
+from pgrag.search.modes import mode_spec
 
 # a pipe gets wide rows unless COLUMNS says how wide the reader's terminal is
 out = Console(width=None if Console().is_terminal or os.environ.get("COLUMNS") else 160)
@@ -49,22 +51,18 @@ def _location(h: SearchHit) -> str:
     return " ".join(p for p in parts if p)[:40]
 
 
+# what `total_matches` counts (search/counts.py), in words
+COUNTED = {
+    Counted.MATCHING: "{n} matching {unit}",
+    Counted.AT_LEAST: "at least {n} matching {unit}",
+    Counted.NEAREST: "{n} nearest {unit}",
+    Counted.RANKED: "{n} ranked {unit}",
+}
+
+
 def counted(data: SearchData, pool_size: int) -> str:
-    """What `total_matches` counts, in words. It is the size of the ranked pool, not a count
-    of matches: the keyword leg keeps at most `pool_size` matching chunks, and the semantic
-    leg ranks every chunk by similarity (its `pool_size` nearest), so only keyword and regex
-    totals are matches; a keyword pool at its cap means at least that many."""
-    n, shown = data.total_matches, mode_spec(data.mode).score
     unit = "documents" if data.scope == "documents" else "chunks"
-    if shown is ShownScore.MATCHES:
-        return f"{n} matching {unit}"
-    if unit == "documents":
-        return f"{n} ranked documents"
-    if shown is ShownScore.LEXICAL and not data.degraded:
-        return f"{'at least ' if n >= pool_size else ''}{n} matching chunks"
-    if shown is ShownScore.SEMANTIC:
-        return f"{n} nearest chunks"
-    return f"{n} ranked chunks"
+    return COUNTED[count_kind(data, pool_size)].format(n=data.total_matches, unit=unit)
 
 
 def print_table(

@@ -340,7 +340,7 @@ class SearchService:
                         chunk_lang=d.lang,
                         semantic_note=None if d.has_vector else NO_VECTOR,
                         document_context=d.context,
-                        **self.fusion.explain(spec),
+                        **self.fusion.chosen(req).explain(spec),
                         **(page.reranked.explain(r.chunk_id, r.rank) if page.reranked else {}),
                     ),
                     max_snippets=self.max_snippets,

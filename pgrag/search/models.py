@@ -7,13 +7,19 @@ from datetime import date, datetime
 from typing import Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from pgrag.search.modes import MODES_HELP, ModeSpec, SearchMode, mode_spec
 
 # Literal aliases, not enums: every transport's schema lists them inline
 SearchScope = Literal["chunks", "documents"]
 ContentMode = Literal["smart_extract", "full", "none"]
+Fusion = Literal["adaptive", "rrf"]
+# the per-request ranking options (None: the server's default, pgrag.fusion_defaults()); each
+# is the name of the hybrid SQL functions' argument it sets (sql/functions/40_hybrid.sql)
+RANKING_OPTIONS = ("fusion", "lexical_weight", "semantic_weight", "rrf_k")
+MAX_WEIGHT = 10.0
+MAX_RRF_K = 1000
 MetadataValue = str | int | float | bool  # a table source's metadata column, as filtered
 
 
@@ -74,6 +80,18 @@ class SearchRequest(BaseModel):
     scope: SearchScope = Field("chunks", description="chunks: passages; documents: best documents")
     limit: int = Field(5, ge=1, le=50, description="results per page")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="minimum cosine similarity")
+    fusion: Fusion | None = Field(
+        None, description="adaptive: BM25 and cosine blended per query; rrf: reciprocal rank fusion"
+    )
+    lexical_weight: float | None = Field(
+        None, ge=0.0, le=MAX_WEIGHT, description="weight of the BM25 leg (0 switches it off)"
+    )
+    semantic_weight: float | None = Field(
+        None, ge=0.0, le=MAX_WEIGHT, description="weight of the cosine leg (0 switches it off)"
+    )
+    rrf_k: int | None = Field(
+        None, ge=1, le=MAX_RRF_K, description="fusion=rrf: the k of 1/(k + rank)"
+    )
     filters: SearchFilters = Field(default_factory=SearchFilters)
     content_mode: ContentMode | None = Field(
         None,
@@ -98,6 +116,17 @@ class SearchRequest(BaseModel):
         if not v.strip():
             raise ValueError("query is blank")
         return v
+
+    @field_validator("semantic_weight")
+    @classmethod
+    def _one_leg_weighed(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v == 0 and info.data.get("lexical_weight") == 0:
+            raise ValueError("lexical_weight and semantic_weight are both 0: nothing would rank")
+        return v
+
+    def ranking_options(self) -> dict[str, object]:
+        """The ranking options this request chose (the others stay the server's default)."""
+        return {n: v for n in RANKING_OPTIONS if (v := getattr(self, n)) is not None}
 
     @property
     def spec(self) -> ModeSpec:

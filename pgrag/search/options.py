@@ -6,12 +6,13 @@ logged, so that pgrag.explain_search replays a search exactly even after a defau
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
 
+from pgrag.search.models import SearchRequest
 from pgrag.search.modes import ModeSpec
 
 FUSION_DEFAULTS_SQL = "SELECT * FROM pgrag.fusion_defaults()"
@@ -41,6 +42,10 @@ class FusionParams:
     def arguments(self) -> dict[str, Any]:
         """Every option by its SQL argument name."""
         return asdict(self)
+
+    def chosen(self, req: SearchRequest) -> FusionParams:
+        """These defaults with the options the request chose instead."""
+        return replace(self, **req.ranking_options())  # type: ignore[arg-type]
 
     def explain(self, spec: ModeSpec) -> dict[str, Any]:
         """The parameters a hit's explain shows: those its mode ranked with."""

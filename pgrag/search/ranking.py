@@ -95,8 +95,10 @@ RANKERS: dict[Ranker, Rank] = {Ranker.FUSION: _rank_fused, Ranker.REGEX: _rank_r
 
 
 def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
-    """Every ranking option, with each leg's weight (0 switches a leg off)."""
+    """Every ranking option (the request's own over the defaults), with each leg's weight
+    (0 switches a leg off)."""
     spec, req = q.spec, q.req
+    f = f.chosen(req)
     lexical = spec.lexical and q.lexical_ok
     # a query without searchable words: the vector leg answers (degraded keyword search)
     semantic = q.embedding is not None and (

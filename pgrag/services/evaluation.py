@@ -13,7 +13,9 @@ are skipped):
 `document` is a document id, its path as stored, or its file name. `location` uses the
 fields of a search result's `location` (page, section, sheet, slide, rows as "12" or
 "12-15"); every field given must match. `mode` runs that line in that mode only (regex
-patterns need it); other lines run in each mode asked for (hybrid by default).
+patterns need it); other lines run in each mode asked for (hybrid by default). `options`
+sets ranking options of the search for that line (`{"fusion": "rrf", "rrf_k": 10}`: fusion,
+lexical_weight, semantic_weight, rrf_k, threshold, rerank), checked as the search checks them.
 """
 
 from __future__ import annotations
@@ -30,11 +32,19 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgrag.search.engine import SearchService
-from pgrag.search.models import Location, SearchFilters, SearchHit, SearchRequest
+from pgrag.search.models import (
+    RANKING_OPTIONS,
+    Location,
+    SearchFilters,
+    SearchHit,
+    SearchRequest,
+)
 from pgrag.search.modes import DISTINCT_MODES, SearchMode, mode_spec
 from pgrag.store import catalog
 
 EVAL_MODES = DISTINCT_MODES
+# what a case may set of the search (search/models.py): the ranking knobs, threshold, rerank
+CASE_OPTIONS = (*RANKING_OPTIONS, "threshold", "rerank")
 DEPTH = 10  # results fetched per query: MRR is MRR@10
 _ROWS = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
@@ -77,8 +87,22 @@ class EvalQuery(BaseModel):
     location: ExpectedLocation | None = None
     answer: str | None = Field(None, min_length=1)
     mode: SearchMode | None = None
+    options: dict[str, Any] | None = Field(
+        None, description="ranking options of the search tool for this line, e.g. {'fusion': 'rrf'}"
+    )
     category: str | None = None
     id: str | None = None
+
+    @field_validator("options")
+    @classmethod
+    def _ranking_options(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v and (unknown := set(v) - set(CASE_OPTIONS)):
+            raise ValueError(f"not a ranking option: {', '.join(sorted(unknown))}")
+        # checked as the search tool checks them: a bad value fails at load, not mid-run
+        if not v:
+            return None
+        checked = SearchRequest.model_validate({"query": "-", **v})
+        return checked.model_dump(mode="json", include=set(v))
 
     @field_validator("query", "document")
     @classmethod
@@ -116,7 +140,7 @@ def _first_problem(exc: ValidationError) -> str:
         return f"missing field '{where}'"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{where}'"
-    if err["type"] in ("literal_error", "enum"):
+    if err["type"] in ("literal_error", "enum") and where == "mode":
         return f"'{where}' must be one of {', '.join(m.value for m in EVAL_MODES)} (got {err['input']!r})"
     msg = err["msg"].removeprefix("Value error, ")
     return f"'{where}' {msg}" if where else msg
@@ -270,6 +294,7 @@ async def run_queries(
                     limit=DEPTH,
                     filters=SearchFilters(collection=collection),
                     max_tokens=25000,
+                    **(q.options or {}),
                 ),
                 caller="eval",
             )

@@ -26,6 +26,12 @@ async def overview(pool: AsyncConnectionPool, scope: list[str] | None) -> Overvi
     return Overview(rows, size)
 
 
+async def collection_names(pool: AsyncConnectionPool, scope: list[str] | None) -> list[str]:
+    """The collections a filter offers the caller: those it may see, by name."""
+    async with scoped_connection(pool, scope) as conn:
+        return await store.collection_names(conn, scope)
+
+
 async def score_parts(pool: AsyncConnectionPool, log_id: int) -> list[ScoreParts]:
     """The terms of each fused score of logged search `log_id`, replayed. Unscoped: the
     search log is an operator table the scoped role cannot read; callers pass only the id of

@@ -26,6 +26,11 @@ WHERE %(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[])
 GROUP BY c.id, c.name, es.model, es.dimensions
 ORDER BY c.name
 """
+COLLECTION_NAMES_SQL = """
+SELECT name FROM pgrag.collections
+WHERE %(scope)s::text[] IS NULL OR name = ANY(%(scope)s::text[])
+ORDER BY name
+"""
 DATABASE_SIZE_SQL = "SELECT pg_database_size(current_database())"
 EXPLAIN_PARTS_SQL = "SELECT * FROM pgrag.explain_parts(%s)"
 # what "Copy as SQL" gives: the logged search replayed in psql, ranked as it was
@@ -74,6 +79,12 @@ async def collections(
     async with conn.cursor(row_factory=class_row(CollectionSummary)) as cur:
         await cur.execute(COLLECTIONS_SQL, {"scope": scope})
         return await cur.fetchall()
+
+
+async def collection_names(conn: psycopg.AsyncConnection, scope: list[str] | None) -> list[str]:
+    """The names of the collections the caller may see (a filter's choices)."""
+    rows = await (await conn.execute(COLLECTION_NAMES_SQL, {"scope": scope})).fetchall()
+    return [r[0] for r in rows]
 
 
 async def database_size(conn: psycopg.AsyncConnection) -> int:

@@ -24,6 +24,7 @@ from pgrag.web.pages import (
     evaluation,
     overview,
     search,
+    search_log,
     upload,
 )
 from pgrag.web.session import KeyLike, Sessions
@@ -53,6 +54,7 @@ def mount(
         auth.router,
         consent.router,
         search.router,
+        search_log.router,
         documents.router,
         evaluation.router,
         eval_cases.router,

@@ -131,6 +131,7 @@ class View:
             "writes": self.console.writes,
             "csrf": self.session.csrf,
             "path": self.request.url.path,
+            "oauth": getattr(self.request.app.state, "oauth_issuer", None) is not None,
         }
         return self.keep(render.page(name, {**base, **values}, status))
 

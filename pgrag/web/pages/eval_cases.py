@@ -1,11 +1,13 @@
 """ "Save as evaluation case" from the playground: a result's query, document and location
-become a case of a stored set, in the `pgrag eval` format."""
+become a case of a stored set, in the `pgrag eval` format, with the mode and ranking options
+the user chose (only those: a case without a mode runs in every mode of a run). The answer
+is the results page again, so that several hits are saved without searching again."""
 
 from __future__ import annotations
 
 import json
 from typing import Annotated
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
@@ -18,6 +20,8 @@ from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.evaluation import Name, checked_post
 
 router = APIRouter(include_in_schema=False)
+SEARCH_PATH = "/console/search"
+SAVED = "saved"  # the results page's parameter naming the set a case went to
 Page = Annotated[View, Depends(view_of)]
 
 
@@ -31,7 +35,9 @@ async def save_case(
     document: Annotated[str, Form(max_length=1000)] = "",
     location: Annotated[str, Form(max_length=2000)] = "{}",
     mode: Name = "",
+    options: Annotated[str, Form(max_length=2000)] = "{}",
     category: Name = "",
+    back: Annotated[str, Form(max_length=30000)] = "",
 ) -> Response:
     checked_post(view, csrf)
     try:
@@ -41,10 +47,22 @@ async def save_case(
                 "document": document,
                 "location": json.loads(location) or None,
                 "mode": mode or None,
+                "options": json.loads(options) or None,
                 "category": category or None,
             }
         )
     except (ValidationError, ValueError) as exc:
         raise InvalidArgument(f"not an evaluation case: {exc}") from None
     await save_cases(view.context.pool, set_name, [case], view.signed_in.name)
-    return RedirectResponse("/console/eval?" + urlencode({"set": set_name.strip()}), 303)
+    saved = {"set": set_name.strip()}
+    return RedirectResponse(_results_page(back, saved) or "/console/eval?" + urlencode(saved), 303)
+
+
+def _results_page(back: str, saved: dict[str, str]) -> str | None:
+    """The playground URL the case was saved from, saying where it went; None for any
+    other address (no open redirect)."""
+    url = urlsplit(back)
+    if url.scheme or url.netloc or url.path != SEARCH_PATH:
+        return None
+    kept = [(k, v) for k, v in parse_qsl(url.query, keep_blank_values=True) if k != SAVED]
+    return f"{SEARCH_PATH}?{urlencode([*kept, (SAVED, saved['set'])])}"

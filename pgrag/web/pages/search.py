@@ -1,24 +1,30 @@
 """The search playground: the search service with `explain` (what MCP `explain` returns),
 each fused score's parts (pgrag.explain_parts) and the psql statement that replays the
-ranking. A GET form: every search has a URL that reproduces it."""
+ranking. A GET form: every search has a URL that reproduces it, its ranking knobs too."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from pgrag.search.counts import counted
 from pgrag.search.flat import flat_values, from_flat
-from pgrag.search.models import SearchScope
+from pgrag.search.models import Fusion, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
-from pgrag.services.overview import reproduce_sql, score_parts
+from pgrag.services.evaluation import CASE_OPTIONS
+from pgrag.services.overview import collection_names, reproduce_sql, score_parts
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
 
 router = APIRouter(include_in_schema=False)
 Page = Annotated[View, Depends(view_of)]
 
+# the knobs of the collapsed "Ranking" section; empty: the server's default
+KNOB_FIELDS = (*CASE_OPTIONS, "document_ids")
 FORM_FIELDS = (
     "q",
     "mode",
@@ -30,8 +36,13 @@ FORM_FIELDS = (
     "limit",
     "max_tokens",
     "why_not",
+    *KNOB_FIELDS,
 )
-DEFAULTS = {"mode": "hybrid", "scope": "chunks", "limit": "10", "max_tokens": "4000"}
+# the collapsed "Filters and options" section: the first result stays above the fold
+MORE_FIELDS = ("scope", "collection", "folder", "file_type", "metadata", "max_tokens", "why_not")
+# no mode: the default (hybrid), and a case saved from the page runs in every mode asked for
+DEFAULTS = {"scope": "chunks", "limit": "10", "max_tokens": "4000"}
+IDS = re.compile(r"[\s,]+")
 
 
 @router.get("/console/search")
@@ -44,16 +55,30 @@ async def search_page(view: Page) -> Response:
         "form": form,
         "modes": [m.value for m in SearchMode],
         "scopes": get_args(SearchScope),
+        "fusions": get_args(Fusion),
+        "knobs_set": any(form[k] for k in KNOB_FIELDS),
+        "filters_set": any(form[k] != DEFAULTS.get(k, "") for k in MORE_FIELDS),
+        "reranks": view.context.search.reranker is not None,
+        "collections": await collection_names(view.context.pool, view.scope),
+        "back": f"{view.request.url.path}?{view.request.url.query}",
+        "saved": params.get("saved", "")[:200],
     }
     if not form["q"]:
         return view.page("search.html", **values)
     # the form's fields, and any other field of the search request the URL names
-    req = from_flat({**flat_values(params.getlist), **form}, explain=True)
+    ids = [i for i in IDS.split(form["document_ids"]) if i]
+    req = from_flat({**flat_values(params.getlist), **form, "document_ids": ids}, explain=True)
     caller = view.signed_in
     # under the guard of every console route (view_of): the caller's share, the time limit
     page = await view.context.search.search(req, collection_scope=caller.scope, caller=caller.name)
     data = page.data
-    values.update(data=data, keywords=_keywords(data.results))
+    values.update(
+        data=data,
+        keywords=_keywords(data.results),
+        shown_mode=_mode_label(req),
+        counted=counted(data, max(view.context.search.fusion.pool_size, req.limit)),
+        case_options=json.dumps(req.model_dump(mode="json", include=_chosen(req))),
+    )
     if data.search_id is not None and req.spec.replayable and req.scope == "chunks":
         parts = await score_parts(view.context.pool, data.search_id)
         values.update(
@@ -64,6 +89,17 @@ async def search_page(view: Page) -> Response:
     if form["why_not"]:
         values["why"] = await why_not(view, req, data, form["why_not"])
     return view.page("search.html", **values)
+
+
+def _chosen(req: SearchRequest) -> set[str]:
+    """The case options the request set (a saved case keeps them, and only them)."""
+    return {n for n in CASE_OPTIONS if n in req.model_fields_set}
+
+
+def _mode_label(req: SearchRequest) -> str:
+    """`exact` runs as keyword: shown as both, not as keyword alone."""
+    ran = req.spec.name.value
+    return ran if req.mode.value == ran else f"{ran} ({req.mode.value})"
 
 
 def _keywords(hits: list[Any]) -> dict[int, list[str]]:

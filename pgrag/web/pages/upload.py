@@ -29,7 +29,14 @@ async def upload_form(view: Page) -> Response:
     if view.caller is None:  # sign in first, then learn whether writes are on
         return view.keep(RedirectResponse(LOGIN_PATH, status_code=303))
     require_remote_writes(view.console.settings)
-    return view.page("upload.html", nav="upload", uploaded=[], collection="")
+    return view.page("upload.html", nav="upload", uploaded=[], collection=_own(view))
+
+
+def _own(view: View) -> str:
+    """Where an upload goes unless the user says otherwise: a limited key's own collection
+    (it may write nowhere else), the server's default collection for everyone else."""
+    scope = view.signed_in.scope
+    return scope[0] if scope else view.console.settings.collection
 
 
 @router.post("/console/upload")
