@@ -340,6 +340,7 @@ def test_pgrag_error_codes_are_the_stable_set() -> None:
         "PROCESSING",
         "CONTENT_UNAVAILABLE",
         "DB_ERROR",
+        "DB_SETUP",  # a version or privilege the database lacks (docs/existing-postgresql.md)
         "UPSTREAM_ERROR",
         "TIMEOUT",
         "RATE_LIMITED",
@@ -351,6 +352,8 @@ def test_pgrag_error_codes_are_the_stable_set() -> None:
         "TOO_LARGE",
         "PARSER_CRASHED",
         "IO_ERROR",
+        "UNSAFE_PERMISSIONS",  # PGRAG_HOME or an upload folder others can write to
+        "INTERRUPTED",  # the process writing its version died
         # a file a parser cannot read
         "CORRUPT_FILE",
         "UNSUPPORTED_FORMAT",
