@@ -251,6 +251,9 @@ def writable(
         "PGRAG_TOOLSETS": "core,write",
         "PGRAG_HOME": str(home),
         "PGRAG_API_KEYS": FULL_KEY,
+        # every wrong key the fuzzer sends comes from 127.0.0.1: a budget it cannot spend, so
+        # each is answered 401 (the throttle itself: tests/test_guard.py)
+        "PGRAG_AUTH_FAILURE_BURST": "1000000",
     }
     model = ("--embedding-model", HASH_MODEL)
     try:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+AUTH_FAILURE_BURST = 20  # failed guesses an address may make at once (services/auth_throttle.py)
 KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
 REGEX_TIMEOUT_MS = 1000
 
@@ -56,6 +57,12 @@ class ServingSettings(BaseModel):
         None,
         description="comma list of proxy addresses or networks (`10.0.0.5`, `10.0.0.0/8`) whose"
         " `X-Forwarded-For` names the caller; unset: none, a caller is its peer address",
+    )
+    auth_failure_burst: int = Field(
+        AUTH_FAILURE_BURST,
+        ge=1,
+        description="failed sign-ins and unknown bearer keys one address may make at once; then one"
+        " more every 6 s, past it 429 RATE_LIMITED",
     )
     return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
     default_content_mode: Literal["smart_extract", "full"] = Field(

@@ -81,7 +81,8 @@ def create_app(
         if oauth.own_server:  # the consent page answers only for pgrag's own server
             app.state.oauth_issuer = oauth.issuer
     console_keys = [*keys, *admin_keys(settings)]
-    throttle = AuthThrottle()  # one budget of failed guesses: bearer keys and sign-ins
+    # one budget of failed guesses: bearer keys and sign-ins
+    throttle = AuthThrottle(burst=settings.auth_failure_burst)
     console.mount(
         app,
         settings,

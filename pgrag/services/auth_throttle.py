@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pgrag.config.serving import AUTH_FAILURE_BURST
 from pgrag.errors import ErrorCode, PgragError
 
-BURST = 20  # failures an address may make at once
+BURST = AUTH_FAILURE_BURST  # failures an address may make at once (PGRAG_AUTH_FAILURE_BURST)
 REFILL_S = 6.0  # then one more every 6 s (10 a minute)
 MAX_ADDRESSES = 65536  # then addresses with a full budget are forgotten
 
@@ -31,8 +32,9 @@ class _Budget:
 class AuthThrottle:
     """One process's failed-authentication budgets, by address."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, burst: int = BURST) -> None:
         self.clock = clock
+        self.burst = burst  # PGRAG_AUTH_FAILURE_BURST
         self.budgets: dict[str, _Budget] = {}
 
     def check(self, address: str) -> None:
@@ -48,12 +50,12 @@ class AuthThrottle:
     def failed(self, address: str) -> None:
         self._budget(address).left -= 1
         if len(self.budgets) > MAX_ADDRESSES:
-            for name in [a for a, b in self.budgets.items() if self._budget(a).left >= BURST]:
+            for name in [a for a in self.budgets if self._budget(a).left >= self.burst]:
                 del self.budgets[name]
 
     def _budget(self, address: str) -> _Budget:
         now = self.clock()
-        budget = self.budgets.setdefault(address, _Budget(BURST, now))
-        budget.left = min(BURST, budget.left + (now - budget.at) / REFILL_S)
+        budget = self.budgets.setdefault(address, _Budget(self.burst, now))
+        budget.left = min(self.burst, budget.left + (now - budget.at) / REFILL_S)
         budget.at = now
         return budget
