@@ -91,7 +91,9 @@ async def client(caps_dsn: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "pgrag", "--database-url", caps_dsn, "--embedding-model", HASH_MODEL, "serve"],
-        env=child_env(PGRAG_TOOLSETS="core,ldims"),
+        # `[a-z]+` over every chunk of 4 MB comes near the 1 s default, and past it on a
+        # loaded machine: the regex budget (tests/test_regex_budget.py) is not tested here
+        env=child_env(PGRAG_TOOLSETS="core,ldims", PGRAG_REGEX_TIMEOUT_MS="15000"),
     )
     async with Client(params, mode="legacy", read_timeout_seconds=120) as c:
         yield c

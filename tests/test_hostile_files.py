@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import resource
 import signal
 import stat
 import subprocess
@@ -24,6 +23,7 @@ from PIL import Image
 
 from pgrag.ingest.pipeline import Outcome
 from tests.support.commands import pgrag_cmd
+from tests.support.ingest import TIMED_OUT, run_measured
 from tests.support.kb_server import http_server
 from tests.test_ingest_watch import watching
 
@@ -186,37 +186,21 @@ EXPECTED_FAILURES = {
 }
 
 
-def _limit_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (RUN_ADDRESS_SPACE, RUN_ADDRESS_SPACE))
-
-
 def run_ingest(dsn: str, folder: Path, *extra: str) -> tuple[int, str, int]:
     """`pgrag ingest` under RLIMIT_AS; (exit status, stderr, peak RSS in bytes of the process
-    and the workers it waited for), from wait4: no other test's processes count."""
-    env = {**os.environ, "PGRAG_PLANTED_SECRET": PLANTED, "COLUMNS": "250"}
+    and the workers it waited for), measured from a small launcher (tests/support/ingest.py):
+    neither pytest's own size nor other tests' processes count."""
+    env = {"PGRAG_PLANTED_SECRET": PLANTED, "COLUMNS": "250"}
     cmd = pgrag_cmd("--database-url", dsn, "--embedding-model", "hash/384", *extra)
-    with open(folder.parent / "ingest.err", "w+b") as err:
-        proc = subprocess.Popen(
-            [*cmd, "ingest", str(folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-            preexec_fn=_limit_address_space,
-        )
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                os.waitpid(proc.pid, 0)
-                pytest.fail(f"pgrag ingest did not finish within {RUN_TIMEOUT_S} s")
-            time.sleep(0.2)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        err.seek(0)
-        stderr = err.read().decode("utf-8", "replace")
-    return proc.returncode, stderr, usage.ru_maxrss * 1024
+    code, _, stderr, peak_mb = run_measured(
+        [*cmd, "ingest", str(folder)],
+        env=env,
+        address_space=RUN_ADDRESS_SPACE,
+        timeout_s=RUN_TIMEOUT_S,
+    )
+    if code == TIMED_OUT:
+        pytest.fail(f"pgrag ingest did not finish within {RUN_TIMEOUT_S} s")
+    return code, stderr, int(peak_mb * (1 << 20))
 
 
 def rows(dsn: str, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:

@@ -209,19 +209,35 @@ class NamedHashEmbedder(HashEmbedder):
 
 # Measured from a small launcher: a child forked from the (large) pytest process carries the
 # parent's resident set into its own peak until it execs, so wait4's ru_maxrss would report
-# pytest's size, not pgrag's.
+# pytest's size, not pgrag's. argv: address-space limit in bytes (0: none), timeout in seconds
+# (the command is killed then, exit status TIMED_OUT), the command.
 LAUNCHER = (
-    "import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "import resource, subprocess, sys\n"
+    "limit, timeout, args = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]\n"
+    "if limit: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "try: rc = subprocess.call(args, timeout=timeout)\n"
+    "except subprocess.TimeoutExpired: rc = 124\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
     "sys.exit(rc)"
 )
+TIMED_OUT = 124
 
 
-def run_measured(args: list[str]) -> tuple[int, str, str, float]:
-    """Run a command; return (exit code, stdout, stderr, peak RSS in MB) of that process."""
-    env = {**os.environ, "COLUMNS": "200"}
+def run_measured(
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    address_space: int = 0,
+    timeout_s: float = 600.0,
+) -> tuple[int, str, str, float]:
+    """Run a command; return (exit code, stdout, stderr, peak RSS in MB) of that process and
+    the children it waited for, under an address-space limit when one is given."""
+    env = {**os.environ, "COLUMNS": "200", **(env or {})}
     done = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, *args], capture_output=True, text=True, env=env
+        [sys.executable, "-c", LAUNCHER, str(address_space), str(timeout_s), *args],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     err, _, peak_kib = done.stderr.rstrip("\n").rpartition("\n")
     if not err and not peak_kib.strip().isdigit():
