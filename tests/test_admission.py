@@ -145,6 +145,23 @@ async def test_padding_a_slow_call_with_idle_ones_raises_its_own_rate(clock: Clo
 
 
 @pytest.mark.anyio
+async def test_a_call_that_kept_its_backend_busy_is_charged_that_cpu(clock: Clock) -> None:
+    """Beside ten other calls, a 1.3 s call counts 2/11 of its wall time (0.24 s, under the
+    threshold); but its backend spent 1.2 s of CPU on it, the call's own cost: charged."""
+    admission = Admission(SHARE, 0.25, max_hold_s=10.0, cores=2, clock=clock)
+    async with contextlib.AsyncExitStack() as others:
+        for _ in range(10):
+            await _enter(admission, "key:normal", others)
+        async with admission.admitted("key:light", lambda: 0.01):
+            clock.now += 1.3
+        for _ in range(2):  # the first spends the burst, the second is owed
+            async with admission.admitted("key:busy", lambda: 1.2):
+                clock.now += 1.3
+    assert admission.wait_s("key:light") == 0  # neither its share of the time nor CPU
+    assert admission.wait_s("key:busy") > 0
+
+
+@pytest.mark.anyio
 async def test_while_others_run_a_caller_runs_at_most_one_call_per_core(clock: Clock) -> None:
     """A charge is known only when a call ends: one key's 30 parallel calls beside another
     caller start two at a time on two cores, the rest queue; alone, they all start."""

@@ -116,9 +116,12 @@ class Admission:
                 self._forget_settled()
 
     @contextlib.asynccontextmanager
-    async def admitted(self, caller: str) -> AsyncIterator[None]:
+    async def admitted(
+        self, caller: str, measured: Callable[[], float] | None = None
+    ) -> AsyncIterator[None]:
         """Wait for the caller's share while others run (or refuse past MAX_HOLD_S), run the
-        call, charge what it cost."""
+        call, charge what it cost: its metered time, or what `measured` says it used of
+        the cores (its database backends' CPU time), whichever is more."""
         if self.share <= 0 or caller == LOCAL:
             yield
             return
@@ -135,7 +138,8 @@ class Admission:
         try:
             yield
         finally:
-            self.charge(caller, self._end(caller) - started)
+            cost = self._end(caller) - started
+            self.charge(caller, max(cost, measured()) if measured else cost)
 
     def parallel_full(self, caller: str) -> bool:
         """The caller has C calls running while others run too: its next one queues."""
