@@ -72,7 +72,8 @@ async def documents_page(
 @router.get("/console/documents/{document_id}")
 @html_errors
 async def document_page(view: Page, document_id: str) -> Response:
-    doc = await document_view(view.context.pool, document_id, view.scope)
+    follow = view.console.settings.follow_links_inside_root
+    doc = await document_view(view.context.pool, document_id, view.scope, follow_links=follow)
     # after "Re-ingest": the page follows the document's status to ready or failed
     # (static/upload.js), then loads again with `reingested=1`: the new version, and how
     # the re-ingest ended

@@ -17,6 +17,7 @@ from pgrag.search.models import Fusion, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import CASE_OPTIONS
 from pgrag.services.overview import collection_names, reproduce_sql, score_parts
+from pgrag.services.previews import has_pages
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.pages.why_not import why_not
 
@@ -62,6 +63,7 @@ async def search_page(view: Page) -> Response:
         "collections": await collection_names(view.context.pool, view.scope),
         "back": f"{view.request.url.path}?{view.request.url.query}",
         "saved": params.get("saved", "")[:200],
+        "previews": {},
     }
     if not form["q"]:
         return view.page("search.html", **values)
@@ -77,6 +79,7 @@ async def search_page(view: Page) -> Response:
         keywords=_keywords(data.results),
         shown_mode=_mode_label(req),
         counted=counted(data, max(view.context.search.fusion.pool_size, req.limit)),
+        previews=_previews(data.results),
         case_options=json.dumps(req.model_dump(mode="json", include=_chosen(req))),
     )
     if data.search_id is not None and req.spec.replayable and req.scope == "chunks":
@@ -105,3 +108,12 @@ def _mode_label(req: SearchRequest) -> str:
 def _keywords(hits: list[Any]) -> dict[int, list[str]]:
     """Each hit's matched words, for highlighting its snippets."""
     return {h.chunk_id: sorted({w for s in h.snippets for w in s.keywords_matched}) for h in hits}
+
+
+def _previews(hits: list[Any]) -> dict[int, int]:
+    """The page to show beside each hit of a PDF or an image: its location's page."""
+    shown = {}
+    for h in hits:
+        if has_pages(h.path.rsplit(".", 1)[-1].lower()):
+            shown[h.chunk_id] = h.location.page or 1
+    return shown
