@@ -22,6 +22,7 @@ from pgrag.web.pages import (
     documents,
     eval_cases,
     evaluation,
+    language,
     originals,
     overview,
     search,
@@ -53,6 +54,7 @@ def mount(
     for router in (
         overview.router,
         auth.router,
+        language.router,
         consent.router,
         search.router,
         search_log.router,

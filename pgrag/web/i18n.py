@@ -1,4 +1,5 @@
-"""The console's text in English and Chinese, chosen from the browser's Accept-Language."""
+"""The console's text in English and Chinese: the language the page's switch chose (a
+cookie), else the first the browser's Accept-Language names that the console speaks."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ class Lang(StrEnum):
 
 
 MESSAGES: dict[Lang, dict[str, str]] = {Lang.EN: EN, Lang.ZH: ZH}
+LANG_COOKIE = "pgrag_lang"  # set by the header's switch (pages/language.py)
+NAMES = {Lang.EN: "English", Lang.ZH: "中文"}  # each in its own language
 
 
-def choose(accept_language: str | None) -> Lang:
-    """The first of the browser's languages (by q-value) that the console speaks."""
+def choose(accept_language: str | None, cookie: str | None = None) -> Lang:
+    """The switch's choice, else the first of the browser's languages (by q-value) that
+    the console speaks."""
+    if cookie in (Lang.EN, Lang.ZH):
+        return Lang(cookie)
     ranked: list[tuple[float, int, str]] = []
     for i, part in enumerate((accept_language or "").split(",")):
         tag, _, params = part.strip().partition(";")

@@ -19,6 +19,7 @@ from pgrag.services.evaluation import CASE_OPTIONS
 from pgrag.services.overview import collection_names, reproduce_sql, score_parts
 from pgrag.services.previews import has_pages
 from pgrag.web.core import View, html_errors, view_of
+from pgrag.web.i18n import MESSAGES
 from pgrag.web.pages.why_not import why_not
 
 router = APIRouter(include_in_schema=False)
@@ -77,7 +78,7 @@ async def search_page(view: Page) -> Response:
     values.update(
         data=data,
         keywords=_keywords(data.results),
-        shown_mode=_mode_label(req),
+        shown_mode=_mode_label(req, MESSAGES[view.lang]),
         counted=counted(data, max(view.context.search.fusion.pool_size, req.limit)),
         previews=_previews(data.results),
         case_options=json.dumps(req.model_dump(mode="json", include=_chosen(req))),
@@ -99,10 +100,11 @@ def _chosen(req: SearchRequest) -> set[str]:
     return {n for n in CASE_OPTIONS if n in req.model_fields_set}
 
 
-def _mode_label(req: SearchRequest) -> str:
+def _mode_label(req: SearchRequest, t: dict[str, str]) -> str:
     """`exact` runs as keyword: shown as both, not as keyword alone."""
     ran = req.spec.name.value
-    return ran if req.mode.value == ran else f"{ran} ({req.mode.value})"
+    shown = t[f"mode_{ran}"]
+    return shown if req.mode.value == ran else f"{shown} ({req.mode.value})"
 
 
 def _keywords(hits: list[Any]) -> dict[int, list[str]]:
