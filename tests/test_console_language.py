@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, Page
 
+from tests.support.axe import serious_violations
 from tests.support.browser import tab
 from tests.support.kb_server import HttpServer
 from tests.support.oauth import KEY, Flow
@@ -83,3 +84,21 @@ def test_the_switch_returns_to_this_server_only(browser: Browser, oauth_http: Ht
             assert answer.status == 303 and answer.headers["location"] == "/", back
         bad = t.page.request.get(oauth_http.base + "/console/lang?to=fr", max_redirects=0)
         assert bad.status == 400 or bad.status == 422
+
+
+@pytest.mark.requires("tests/js")
+def test_axe_core_on_the_oauth_pages(browser: Browser, oauth_http: HttpServer, flow: Flow) -> None:
+    """The OAuth sign-in and consent pages and the clients page, in both languages."""
+    base = oauth_http.base
+    for lang in ("en", "zh"):
+        with tab(browser, bypass_csp=True) as t:
+            t.page.context.add_cookies([{"name": "pgrag_lang", "value": lang, "url": base}])
+            started = flow.authorize()
+            t.page.goto(started.headers["location"])
+            assert serious_violations(t.page) == [], (lang, "oauth sign-in")
+            t.page.locator("#key").fill(KEY)
+            t.page.locator("button[type=submit]").click()
+            t.page.wait_for_selector("#consent")
+            assert serious_violations(t.page) == [], (lang, "oauth consent")
+            t.page.goto(base + "/console/oauth/clients")
+            assert serious_violations(t.page) == [], (lang, "oauth clients")

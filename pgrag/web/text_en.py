@@ -202,4 +202,13 @@ EN = {
     "loc_sheet": "sheet",
     "loc_slide": "slide",
     "loc_rows": "rows",
+    "compare_settings": "Compare two ranking settings (before / after)",
+    "compare_help": "Every query runs with each setting; an empty field is the server's "
+    "default (a case's own options apply under both).",
+    "before": "Before",
+    "after": "After",
+    "before_after": "Before → after",
+    "vs_previous": "vs. the run before",
+    "two_settings": "two settings",
+    "run_form": "Run an evaluation",
 }

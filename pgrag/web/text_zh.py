@@ -200,4 +200,12 @@ ZH = {
     "loc_sheet": "工作表",
     "loc_slide": "幻灯片",
     "loc_rows": "行",
+    "compare_settings": "比较两种排序设置(之前 / 之后)",
+    "compare_help": "每个查询分别用两种设置运行;留空的字段使用服务器默认值(用例自身的选项在两边都生效)。",
+    "before": "之前",
+    "after": "之后",
+    "before_after": "之前 → 之后",
+    "vs_previous": "与上一次运行相比",
+    "two_settings": "两种设置",
+    "run_form": "运行评估",
 }

@@ -13,6 +13,7 @@ from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
 from pgrag.services.documents import DocumentSort
+from pgrag.services.overview import file_types
 from pgrag.services.reingest import reingest
 from pgrag.web.core import View, html_errors, view_of
 
@@ -65,6 +66,7 @@ async def documents_page(
         statuses=STATUSES,
         sorts=[s.value for s in DocumentSort],
         folders=found.folders,
+        file_types=await file_types(view.context.pool, view.scope),
         deleted=view.request.query_params.get("deleted") == "1",
     )
 

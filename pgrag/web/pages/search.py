@@ -16,7 +16,7 @@ from pgrag.search.flat import flat_values, from_flat
 from pgrag.search.models import Fusion, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import CASE_OPTIONS
-from pgrag.services.overview import collection_names, reproduce_sql, score_parts
+from pgrag.services.overview import collection_names, file_types, reproduce_sql, score_parts
 from pgrag.services.previews import has_pages
 from pgrag.web.core import View, html_errors, view_of
 from pgrag.web.i18n import MESSAGES
@@ -62,6 +62,7 @@ async def search_page(view: Page) -> Response:
         "filters_set": any(form[k] != DEFAULTS.get(k, "") for k in MORE_FIELDS),
         "reranks": view.context.search.reranker is not None,
         "collections": await collection_names(view.context.pool, view.scope),
+        "file_types": await file_types(view.context.pool, view.scope),
         "back": f"{view.request.url.path}?{view.request.url.query}",
         "saved": params.get("saved", "")[:200],
         "previews": {},
