@@ -4,6 +4,8 @@ the playground's mode, scope and location words; the switch returns to this serv
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -102,3 +104,21 @@ def test_axe_core_on_the_oauth_pages(browser: Browser, oauth_http: HttpServer, f
             assert serious_violations(t.page) == [], (lang, "oauth consent")
             t.page.goto(base + "/console/oauth/clients")
             assert serious_violations(t.page) == [], (lang, "oauth clients")
+
+
+def test_both_languages_have_every_text_the_templates_use() -> None:
+    """Every `t.key` of the templates in both languages, and every word a template builds
+    a key for (modes, scopes, location fields)."""
+    from typing import get_args
+
+    from pgrag.search.models import Location, SearchScope
+    from pgrag.search.modes import SearchMode
+    from pgrag.web.text_en import EN
+    from pgrag.web.text_zh import ZH
+
+    templates = Path(__file__).resolve().parents[1] / "pgrag" / "web" / "templates"
+    used = {k for f in templates.glob("*.html") for k in re.findall(r"\bt\.(\w+)", f.read_text())}
+    built = {f"mode_{m.value}" for m in SearchMode} | {f"scope_{s}" for s in get_args(SearchScope)}
+    built |= {f"loc_{name}" for name in Location.model_fields}
+    assert set(EN) == set(ZH)
+    assert (used | built) - set(EN) == set()

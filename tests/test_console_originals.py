@@ -96,10 +96,13 @@ def test_download_and_page_preview(browser: Browser, served: Served) -> None:
         query = {"q": "heron dock", "mode": "keyword", "collection": "docs"}
         t.page.goto(base + "/console/search?" + urlencode(query))
         hit = t.page.locator("li.hit", has=t.page.get_by_role("link", name="report.pdf"))
-        picture = hit.locator("img.pagepic")
+        picture = hit.locator("details.pagepic img")
         assert picture.get_attribute("src", timeout=5000) is not None
+        # rendered when asked for: a page of results renders nothing until a page is opened
+        assert picture.evaluate("img => img.complete && img.naturalWidth") == 0
+        hit.locator("details.pagepic summary").click()
         assert str(picture.get_attribute("src")).endswith("preview?page=2")  # the hit's page
-        expect(picture).to_have_js_property("complete", True)
+        expect(picture).to_have_js_property("complete", True, timeout=120_000)
         width = picture.evaluate("img => img.naturalWidth")
         assert 0 < width <= 1000
         png = t.page.request.get(base + str(picture.get_attribute("src")))
@@ -125,7 +128,7 @@ def test_download_and_page_preview(browser: Browser, served: Served) -> None:
 
         t.page.goto(f"{base}/console/documents/{served.id('red.png')}")
         image = t.page.locator("#page-preview")
-        expect(image).to_have_js_property("complete", True)
+        expect(image).to_have_js_property("complete", True, timeout=120_000)
         assert image.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [640, 480]
         assert t.errors == []
 
@@ -171,6 +174,9 @@ def test_no_file_outside_the_documents_folder(browser: Browser, served: Served) 
                     conn.execute("UPDATE pgrag.documents SET path = %s WHERE id = %s", (path, doc))
                     got = t.page.request.get(f"{base}/console/documents/{doc}/original")
                     assert got.status == 404 and b"outside the folder" not in got.body(), path
+                    t.page.goto(f"{base}/console/documents/{doc}")
+                    assert t.page.locator("#download").count() == 0, path
+                    assert t.page.locator("#original-gone").count() == 1, path
         finally:
             conn.execute("UPDATE pgrag.documents SET path = 'notes.md' WHERE id = %s", (doc,))
             link.unlink()

@@ -28,6 +28,7 @@ class DocumentView:
     chunks: list[dict[str, Any]]
     original: bool  # its file is still in its folder: it can be downloaded
     previews: bool  # ... and its pages shown as pictures (PDFs, images)
+    file_gone: bool  # ingested from a file no longer in its folder
 
 
 async def document_view(
@@ -43,6 +44,7 @@ async def document_view(
     return DocumentView(
         doc, meta, doc.row.outline or {}, units, chunks, on_disk is not None,
         on_disk is not None and has_pages(doc.row.file_type),
+        on_disk is None and bool((doc.row.metadata or {}).get("root")),
     )  # fmt: skip
 
 

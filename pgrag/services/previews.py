@@ -21,7 +21,7 @@ from pgrag.services.originals import open_original
 
 MAX_SIDE = 1000  # pixels on the longer side
 MAX_PAGE = 100_000
-RENDER_TIMEOUT_S = 20.0
+RENDER_TIMEOUT_S = 8.0  # within a console GET's 10 s: our TIMEOUT, not the guard's
 RENDER_MEMORY_MB = 1024
 RENDERS = 2  # child processes rendering at once, per server
 CACHE_BYTES = 32 << 20

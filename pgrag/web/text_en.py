@@ -211,4 +211,5 @@ EN = {
     "vs_previous": "vs. the run before",
     "two_settings": "two settings",
     "run_form": "Run an evaluation",
+    "show_page": "Page {n}",
 }

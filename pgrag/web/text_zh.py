@@ -208,4 +208,5 @@ ZH = {
     "vs_previous": "与上一次运行相比",
     "two_settings": "两种设置",
     "run_form": "运行评估",
+    "show_page": "第 {n} 页",
 }
