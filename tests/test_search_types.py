@@ -201,3 +201,40 @@ def test_the_ranking_functions_call_one_another_by_argument_name() -> None:
             args = _arguments(text, call.end())
             positional += [f"{path.name}: {call.group(1)}({a})" for a in args if "=>" not in a]
     assert positional == []
+
+
+# the functions a search calls with the ranking options, and the one that builds them
+OPTION_TAKERS = (
+    "hybrid_search",
+    "hybrid_search_detail",
+    "hybrid_search_documents",
+    "hybrid_fusion",
+    "lexical_candidates",
+    "lexical_candidates_in",
+    "fused_parts",
+)
+ARGUMENTS_SQL = """
+SELECT p.proname, coalesce(p.proargnames, '{}'),
+       ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t)
+FROM pg_proc p WHERE p.pronamespace = 'pgrag'::regnamespace AND p.proname = ANY (%s)
+"""
+FIELDS_SQL = """
+SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+WHERE a.attrelid = 'pgrag.ranking_options'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
+
+def test_the_ranking_options_are_one_composite_every_search_function_takes(dsn: str) -> None:
+    """The Python declaration is the SQL type field by field, in order; its constructor
+    names every field; each search function takes the options as one `opts` argument and
+    none of them one by one (an option added to the type reaches every function)."""
+    with psycopg.connect(dsn) as conn:
+        fields = conn.execute(FIELDS_SQL).fetchone()
+        functions = conn.execute(ARGUMENTS_SQL, ([*OPTION_TAKERS, "ranking_options"],))
+        arguments = {name: (names, types) for name, names, types in functions.fetchall()}
+    assert fields is not None and tuple(fields[0]) == OPTION_NAMES
+    assert tuple(arguments.pop("ranking_options")[0]) == OPTION_NAMES
+    assert sorted(arguments) == sorted(OPTION_TAKERS)  # one definition each
+    for name, (names, types) in arguments.items():
+        assert dict(zip(names, types, strict=False))["opts"] == "pgrag.ranking_options", name
+        assert not set(names) & set(OPTION_NAMES), name
