@@ -29,7 +29,7 @@ BIG = {f"herd{i}.md": f"# Herd {i}\n\nZebra herd {i} grazes on the savanna.\n" f
 QUERY = "zebra depot spring"
 SCORES_SQL = """
 SELECT d.path, round(x.score::numeric, 9)
-FROM pgrag.lexical_candidates(%s, 100, %s::bigint[]) x
+FROM pgrag.lexical_candidates(%s, collection_ids => %s::bigint[]) x
 JOIN pgrag.chunks c ON c.id = x.chunk_id JOIN pgrag.documents d ON d.id = c.document_id
 ORDER BY x.rank
 """

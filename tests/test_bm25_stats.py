@@ -60,7 +60,7 @@ SELECT m.id, sum(pgrag.bm25_score(pgrag.term_frequency(ts_rank('{1,1,1,1}', m.ts
                                   d.bm25_k1, d.bm25_b)) FILTER (WHERE m.tsv @@ t.term)
 FROM matching m CROSS JOIN terms t CROSS JOIN pgrag.fusion_defaults() d GROUP BY m.id
 """
-SEARCH_SQL = "SELECT chunk_id, score FROM pgrag.lexical_candidates(%s, 100, %s::bigint[])"
+SEARCH_SQL = "SELECT chunk_id, score FROM pgrag.lexical_candidates(%s, %s::bigint[])"
 
 
 def _write(folder: Path, files: dict[str, str]) -> None:

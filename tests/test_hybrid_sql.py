@@ -76,7 +76,8 @@ def test_weights_and_k_change_the_fusion(hand_dsn: str) -> None:
     with psycopg.connect(hand_dsn) as conn:
         rows = conn.execute(
             "SELECT c.ordinal, h.fused_score FROM pgrag.hybrid_search('full text search',"
-            " '[0,1,0]'::vector, 5, rrf_k => 10, lexical_weight => 0, semantic_weight => 2) h"
+            " '[0,1,0]'::vector, 5, opts => pgrag.ranking_options("
+            "rrf_k => 10, lexical_weight => 0, semantic_weight => 2)) h"
             " JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.fused_score DESC"
         ).fetchall()
     # no lexical leg: share 0, fused = semantic_weight * min-max cosine (rrf_k is for 'rrf')
@@ -161,7 +162,7 @@ def _ranked(dsn: str, sql: str, *args: object) -> list[tuple[int, float | None]]
 PROXIMITY_SQL = """
 SELECT c.ordinal, h.lexical_proximity FROM pgrag.hybrid_search_detail(
     'XR-7741 Suzhou', NULL, 5, ARRAY[(SELECT id FROM pgrag.collections WHERE name = 'rows')],
-    proximity_weight => %s) h
+    opts => pgrag.ranking_options(proximity_weight => %s)) h
 JOIN pgrag.chunks c ON c.id = h.chunk_id ORDER BY h.rank
 """
 

@@ -13,7 +13,8 @@ from tests.support.citus import CitusCluster, ingested_database, three_collectio
 QUERY = "contract signing vacation"
 POOL_SQL = """
 SELECT array_agg(x.chunk_id ORDER BY x.chunk_id)
-FROM pgrag.lexical_candidates(%s, collection_ids => %s, candidate_budget => %s) x
+FROM pgrag.lexical_candidates(
+    %s, collection_ids => %s, opts => pgrag.ranking_options(candidate_budget => %s)) x
 """
 TERMS_SQL = """
 SELECT count(*) FILTER (WHERE t.capped)

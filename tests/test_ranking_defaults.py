@@ -1,5 +1,6 @@
 """BM25's parameters (k1, b, candidate_budget, rescore_size) are defaulted once, in
-pgrag.fusion_defaults(), sent with every search and written to the search log, so
+pgrag.ranking_defaults() (read here through pgrag.fusion_defaults(), derived from it),
+sent with every search and written to the search log, so
 pgrag.explain_search replays an old search with the values it ran with after a default
 changed."""
 
@@ -16,7 +17,7 @@ from pgrag.ingest.pipeline import Ingestor
 from pgrag.search.engine import SearchService
 from pgrag.search.models import SearchRequest
 from pgrag.settings import load_settings
-from tests.support.fusion_defaults import replace_fusion_defaults
+from tests.support.ranking_defaults import replace_ranking_defaults
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +63,7 @@ async def test_explain_search_replays_bm25_parameters_after_the_defaults_change(
         assert conn.execute(SCORES_SQL, (search_id,)).fetchall() == list(scores.items())
         # other BM25 defaults, as a later release might ship them
         k1, b = defaults["bm25_k1"] * 2 + 0.1, 1.0 if defaults["bm25_b"] != 1.0 else 0.5
-        replace_fusion_defaults(conn, bm25_k1=k1, bm25_b=b, candidate_budget=1, rescore_size=1)
+        replace_ranking_defaults(conn, bm25_k1=k1, bm25_b=b, candidate_budget=1, rescore_size=1)
         replayed = conn.execute(SCORES_SQL, (search_id,)).fetchall()
         today = conn.execute(TODAY_SQL, (QUERY,)).fetchall()
     # the logged search, replayed after the change: its own parameters, the same scores

@@ -17,8 +17,8 @@ BUDGET = 10  # the common term's postings (60) are past it, the rare term's (2) 
 # keyword mode, as benchmarks/scale/scale.py searches
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, NULL, 10, %(collections)s, '{}', lexical_weight => 1, semantic_weight => 0,
-    candidate_budget => %(budget)s)
+    %(query)s, NULL, 10, %(collections)s, '{}',
+    opts => pgrag.ranking_options(semantic_weight => 0, candidate_budget => %(budget)s))
 """
 DOCUMENT_SQL = (
     "INSERT INTO pgrag.documents (id, collection_id, path, name, file_type, status, progress)"

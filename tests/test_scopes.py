@@ -99,10 +99,7 @@ async def test_search_under_a_scope_returns_only_that_collection(two_collections
 LEXICAL_SQL = (
     "SELECT c.content FROM pgrag.lexical_candidates(%s) l JOIN pgrag.chunks c ON c.id = l.chunk_id"
 )
-DIRECT_SQL = (
-    "SELECT count(*) FROM pgrag.fusion_defaults() d, pgrag.lexical_candidates_in(%s, 100, NULL,"
-    " '{}', d.bm25_k1, d.bm25_b, d.candidate_budget, d.rescore_size, NULL)"
-)
+DIRECT_SQL = "SELECT count(*) FROM pgrag.lexical_candidates_in(%s, readable => NULL)"
 
 
 async def test_the_lexical_leg_keeps_the_scope_while_it_runs_as_owner(

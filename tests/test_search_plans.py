@@ -293,7 +293,8 @@ def test_filtered_vector_search_still_fills_the_pool(bulk: Bulk) -> None:
         register_vector(conn)
         rows = conn.execute(
             "SELECT h.chunk_id, d.folder, h.semantic_rank, h.total_candidates"
-            " FROM pgrag.hybrid_search(NULL, %s, 10, filters => %s, pool_size => 50) h"
+            " FROM pgrag.hybrid_search(NULL, %s, 10, filters => %s,"
+            " opts => pgrag.ranking_options(pool_size => 50)) h"
             " JOIN pgrag.documents d ON d.id = h.document_id ORDER BY h.rank",
             (vec, Jsonb({"folder": "f7"})),
         ).fetchall()
@@ -330,7 +331,8 @@ def test_the_hnsw_candidate_list_grows_with_the_set(bulk: Bulk) -> None:
         for pool_size, expected in ((10, 49), (300, 300)):
             with conn.transaction():  # the leg sets it for the rest of the transaction
                 conn.execute(
-                    "SELECT count(*) FROM pgrag.hybrid_search(NULL, %s, 10, pool_size => %s)",
+                    "SELECT count(*) FROM pgrag.hybrid_search("
+                    "NULL, %s, 10, opts => pgrag.ranking_options(pool_size => %s))",
                     (vec, pool_size),
                 )
                 ef = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0]

@@ -1,5 +1,5 @@
-"""The search core's declarations: the ranking options (every column of
-pgrag.fusion_defaults(), sent by name, logged, replayed), the one mode table every
+"""The search core's declarations: the ranking options (every field of
+pgrag.ranking_options, sent by name, logged, replayed), the one mode table every
 transport offers, and the ranking functions honouring every argument a caller names."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pgrag.search.models import SearchRequest
 from pgrag.search.modes import DISTINCT_MODES, MODES, SearchMode, ShownScore, mode_spec
 from pgrag.search.options import OPTION_NAMES
 from pgrag.settings import load_settings
-from tests.support.fusion_defaults import replace_fusion_defaults
+from tests.support.ranking_defaults import replace_ranking_defaults
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +77,7 @@ async def test_every_ranking_option_is_logged_and_replayed_after_its_default_cha
         assert logged[0]["proximity_width"] == 10
         before = conn.execute(replay, (sid,)).fetchall()
         assert sorted(p for _, p in before) == [0.5, 1.0]  # apart, together
-        replace_fusion_defaults(conn, proximity_width=50)
+        replace_ranking_defaults(conn, proximity_width=50)
         assert conn.execute(replay, (sid,)).fetchall() == before
         assert [p for _, p in conn.execute(today).fetchall()] == [1.0, 1.0]
 
@@ -86,7 +86,8 @@ DOCUMENTS_SQL = """
 SELECT document_id, lexical_rank, semantic_rank, total_documents
 FROM pgrag.hybrid_search_documents(
     'boiling water', (SELECT query_embedding FROM pgrag.search_log WHERE id = %(sid)s),
-    10, lexical_weight => %(lw)s, semantic_weight => %(sw)s, pool_size => %(pool)s)
+    10, opts => pgrag.ranking_options(lexical_weight => %(lw)s, semantic_weight => %(sw)s,
+                                      pool_size => %(pool)s))
 ORDER BY rank
 """
 
@@ -94,8 +95,9 @@ ORDER BY rank
 async def test_the_documents_scope_honours_the_callers_weights_and_pool(
     dsn: str, tmp_path: Path
 ) -> None:
-    """Arguments named like fusion_defaults() columns reached the chunk ranking as the
-    defaults: lexical_weight => 0 still ranked by BM25, pool_size => 1 still read 100."""
+    """The options the caller chose reach the chunk ranking (before the composite, options
+    named only on the documents function reached it as the defaults: lexical_weight => 0
+    still ranked by BM25, pool_size => 1 still read 100)."""
     await _ingest(dsn, tmp_path / "kb")
     sid = await _search(dsn, SearchRequest(query="boiling water", mode=SearchMode.HYBRID))
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
@@ -199,3 +201,40 @@ def test_the_ranking_functions_call_one_another_by_argument_name() -> None:
             args = _arguments(text, call.end())
             positional += [f"{path.name}: {call.group(1)}({a})" for a in args if "=>" not in a]
     assert positional == []
+
+
+# the functions a search calls with the ranking options, and the one that builds them
+OPTION_TAKERS = (
+    "hybrid_search",
+    "hybrid_search_detail",
+    "hybrid_search_documents",
+    "hybrid_fusion",
+    "lexical_candidates",
+    "lexical_candidates_in",
+    "fused_parts",
+)
+ARGUMENTS_SQL = """
+SELECT p.proname, coalesce(p.proargnames, '{}'),
+       ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t)
+FROM pg_proc p WHERE p.pronamespace = 'pgrag'::regnamespace AND p.proname = ANY (%s)
+"""
+FIELDS_SQL = """
+SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+WHERE a.attrelid = 'pgrag.ranking_options'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
+
+def test_the_ranking_options_are_one_composite_every_search_function_takes(dsn: str) -> None:
+    """The Python declaration is the SQL type field by field, in order; its constructor
+    names every field; each search function takes the options as one `opts` argument and
+    none of them one by one (an option added to the type reaches every function)."""
+    with psycopg.connect(dsn) as conn:
+        fields = conn.execute(FIELDS_SQL).fetchone()
+        functions = conn.execute(ARGUMENTS_SQL, ([*OPTION_TAKERS, "ranking_options"],))
+        arguments = {name: (names, types) for name, names, types in functions.fetchall()}
+    assert fields is not None and tuple(fields[0]) == OPTION_NAMES
+    assert tuple(arguments.pop("ranking_options")[0]) == OPTION_NAMES
+    assert sorted(arguments) == sorted(OPTION_TAKERS)  # one definition each
+    for name, (names, types) in arguments.items():
+        assert dict(zip(names, types, strict=False))["opts"] == "pgrag.ranking_options", name
+        assert not set(names) & set(OPTION_NAMES), name

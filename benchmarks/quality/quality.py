@@ -46,13 +46,15 @@ DEPTH = 100  # Recall@100 needs 100 results
 
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, %(embedding)s, %(depth)s, NULL, '{{}}'::jsonb, 60, %(lw)s, %(sw)s, 100,
-    query_lang => %(query_lang)s{extra})
+    %(query)s, %(embedding)s, %(depth)s, NULL, '{{}}'::jsonb,
+    opts => pgrag.ranking_options(rrf_k => 60, lexical_weight => %(lw)s,
+                                  semantic_weight => %(sw)s, pool_size => 100{extra}),
+    query_lang => %(query_lang)s)
 """
 HAS_ARG_SQL = """
 SELECT coalesce(bool_or(%s = ANY (proargnames)), false) FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = 'pgrag' AND p.proname = 'hybrid_search'
+WHERE n.nspname = 'pgrag' AND p.proname = 'ranking_options'
 """
 VECTOR_VERSION_SQL = "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
 
@@ -62,7 +64,7 @@ class Mode:
     name: str
     lexical_weight: float
     semantic_weight: float
-    extra: str = ""  # trailing named arguments of pgrag.hybrid_search
+    extra: str = ""  # trailing named arguments of pgrag.ranking_options
 
     def sql(self) -> str:
         return SEARCH_SQL.format(extra=self.extra)

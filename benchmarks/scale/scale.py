@@ -41,7 +41,9 @@ from peers import measure_peers
 SEED = 20240601
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, %(embedding)s, 10, %(collections)s, %(filters)s, 60, %(lw)s, %(sw)s, 100{extra})
+    %(query)s, %(embedding)s, 10, %(collections)s, %(filters)s,
+    opts => pgrag.ranking_options(rrf_k => 60, lexical_weight => %(lw)s,
+                                  semantic_weight => %(sw)s, pool_size => 100{extra}))
 """
 SIZES_SQL = """
 SELECT c.relname, pg_relation_size(c.oid), pg_total_relation_size(c.oid), c.relkind

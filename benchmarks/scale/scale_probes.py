@@ -28,7 +28,8 @@ WHERE c.name = %s
 # Semantic mode with every shipped default: pool 100, hnsw.ef_search from the set's size
 # (pgrag.hnsw_ef_search) and iterative scans
 SHIPPED_SQL = (
-    "SELECT chunk_id FROM pgrag.hybrid_search(NULL, %(embedding)s, 10, lexical_weight => 0)"
+    "SELECT chunk_id FROM pgrag.hybrid_search(NULL, %(embedding)s, 10,"
+    " opts => pgrag.ranking_options(lexical_weight => 0))"
 )
 SHIPPED_EF_SQL = """
 SELECT pgrag.hnsw_ef_search(100, sum(ls.n))

@@ -34,8 +34,9 @@ SEED = 20240601
 BUDGET_PER_CHUNK = 1000 / 300_000
 SEARCH_SQL = """
 SELECT chunk_id FROM pgrag.hybrid_search(
-    %(query)s, NULL, 10, %(collections)s, '{}', lexical_weight => 1, semantic_weight => 0,
-    candidate_budget => %(budget)s)
+    %(query)s, NULL, 10, %(collections)s, '{}',
+    opts => pgrag.ranking_options(lexical_weight => 1, semantic_weight => 0,
+                                  candidate_budget => %(budget)s))
 """
 # how both paths weighed the terms (least_terms 1: before any term is added for a short pool)
 TERMS_SQL = """

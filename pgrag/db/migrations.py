@@ -226,8 +226,10 @@ async def apply_functions(conn: psycopg.AsyncConnection) -> list[FunctionFile]:
     async with conn.transaction():
         keep = sorted(migration_functions())
         owned = await (await conn.execute(OWNED_FUNCTIONS_SQL, (keep,))).fetchall()
-        for (signature,) in owned:  # regprocedure text from the catalogue, quoted by it
-            await conn.execute(f"DROP FUNCTION {signature}".encode())
+        if owned:  # regprocedure text from the catalogue, quoted by it; one statement, so
+            # that a function another one depends on (an argument's DEFAULT) drops with it
+            signatures = ", ".join(signature for (signature,) in owned)
+            await conn.execute(f"DROP FUNCTION {signatures}".encode())
         for f in files:
             await conn.execute(f.sql.encode())
         await conn.execute("DELETE FROM pgrag.schema_functions")

@@ -15,8 +15,8 @@ from pgrag.search.modes import MODES_HELP, ModeSpec, SearchMode, mode_spec
 SearchScope = Literal["chunks", "documents"]
 ContentMode = Literal["smart_extract", "full", "none"]
 Fusion = Literal["adaptive", "rrf"]
-# the per-request ranking options (None: the server's default, pgrag.fusion_defaults()); each
-# is the name of the hybrid SQL functions' argument it sets (sql/functions/40_hybrid.sql)
+# the per-request ranking options (None: the server's default, pgrag.ranking_defaults()); each
+# is the name of the field of pgrag.ranking_options it sets (sql/functions/05_defaults.sql)
 RANKING_OPTIONS = ("fusion", "lexical_weight", "semantic_weight", "rrf_k")
 MAX_WEIGHT = 10.0
 MAX_RRF_K = 1000

@@ -1,8 +1,9 @@
-"""The ranking options, declared once on the Python side: one field per column of
-`pgrag.fusion_defaults()` (sql/functions/05_defaults.sql, the one place the defaults live),
-each the name of an argument of the hybrid search functions (sql/functions/40_hybrid.sql).
-They are read once per service, sent by name with every search, shown by --explain and
-logged, so that pgrag.explain_search replays a search exactly even after a default changes."""
+"""The ranking options, declared once on the Python side: one field per field of the SQL
+composite `pgrag.ranking_options` (migration 0033), whose defaults are
+`pgrag.ranking_defaults()` (sql/functions/05_defaults.sql, the one place they live). They
+are read once per service, sent with every search as one `opts` argument built by name
+(`pgrag.ranking_options(fusion => ..., ...)`, OPTIONS_SQL), shown by --explain and logged,
+so that pgrag.explain_search replays a search exactly even after a default changes."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 
 from pgrag.search.models import SearchRequest
 from pgrag.search.modes import ModeSpec
 
-FUSION_DEFAULTS_SQL = "SELECT * FROM pgrag.fusion_defaults()"
+RANKING_DEFAULTS_SQL = "SELECT * FROM pgrag.ranking_defaults()"
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class FusionParams:
     rescore_size: int
 
     def arguments(self) -> dict[str, Any]:
-        """Every option by its SQL argument name."""
+        """Every option by its field name in pgrag.ranking_options."""
         return asdict(self)
 
     def chosen(self, req: SearchRequest) -> FusionParams:
@@ -63,15 +65,20 @@ class FusionParams:
         }
 
 
-# the options every fused ranking takes, and the one only the documents scope takes
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in fields(FusionParams))
-CHUNK_OPTION_NAMES: tuple[str, ...] = tuple(n for n in OPTION_NAMES if n != "chunks_per_document")
+
+# the `opts` argument of the ranking functions: every option bound by its name
+OPTIONS_SQL = sql.SQL("pgrag.ranking_options({})").format(
+    sql.SQL(", ").join(
+        sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in OPTION_NAMES
+    )
+)
 
 
 async def load_fusion(conn: psycopg.AsyncConnection) -> FusionParams:
     """The database's ranking defaults."""
     async with conn.cursor(row_factory=class_row(FusionParams)) as cur:
-        await cur.execute(FUSION_DEFAULTS_SQL)
+        await cur.execute(RANKING_DEFAULTS_SQL)
         fusion = await cur.fetchone()
     assert fusion is not None
     return fusion

@@ -1,6 +1,7 @@
 """The SQL the search service runs; the ranking itself lives in sql/functions/. The ranking
 queries name their columns alike (RankedRow reads them by name) and call the ranking
-functions in named notation, so an argument added to them shifts nothing here."""
+functions in named notation, the ranking options as one `opts` argument (OPTIONS_SQL), so
+an argument or an option added to them shifts nothing here."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Iterable
 
 from psycopg import sql
 
-from pgrag.search.options import CHUNK_OPTION_NAMES, OPTION_NAMES
+from pgrag.search.options import OPTIONS_SQL
 
-# what a fused ranking takes besides the ranking options (search/ranking.py fills both)
+# what a fused ranking takes besides `opts` (search/ranking.py fills both)
 REQUEST_ARGS: tuple[str, ...] = (
     "query_text",
     "query_embedding",
@@ -25,9 +26,13 @@ REQUEST_ARGS: tuple[str, ...] = (
 
 
 def _named(names: Iterable[str]) -> sql.Composed:
-    """`name => %(name)s, ...`: each argument bound by its name."""
+    """`name => %(name)s, ..., opts => pgrag.ranking_options(...)`: each argument bound by
+    its name."""
     return sql.SQL(", ").join(
-        sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names
+        [
+            *(sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names),
+            sql.SQL("opts => {}").format(OPTIONS_SQL),
+        ]
     )
 
 
@@ -37,7 +42,7 @@ SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, 
        fused_score, total_candidates AS total
 FROM pgrag.hybrid_search({args})
 """
-).format(args=_named(REQUEST_ARGS + CHUNK_OPTION_NAMES))
+).format(args=_named(REQUEST_ARGS))
 
 # an explained search: the same ranking with each fused score's two terms (RankedRow's
 # trailing fields), logged with the search so that its chart needs no replay
@@ -48,16 +53,10 @@ SELECT d.rank, d.chunk_id, d.document_id, d.lexical_rank, d.lexical_score, d.sem
        p.lexical_part, p.semantic_part, d.lexical_share, d.semantic_cosine, d.centred
 FROM pgrag.hybrid_search_detail({args}) d
 CROSS JOIN LATERAL pgrag.fused_parts(
-    d.fusion_used, {lexical_weight}::float8, {semantic_weight}::float8, {rrf_k}::int,
-    d.lexical_share, d.lexical_norm, d.semantic_norm, d.lexical_rank, d.semantic_rank) p
+    {opts}, d.lexical_share, d.lexical_norm, d.semantic_norm, d.lexical_rank, d.semantic_rank) p
 ORDER BY d.rank
 """
-).format(
-    args=_named(REQUEST_ARGS + CHUNK_OPTION_NAMES),
-    lexical_weight=sql.Placeholder("lexical_weight"),
-    semantic_weight=sql.Placeholder("semantic_weight"),
-    rrf_k=sql.Placeholder("rrf_k"),
-)
+).format(args=_named(REQUEST_ARGS), opts=OPTIONS_SQL)
 
 DOCUMENTS_SQL = sql.SQL(
     """
@@ -65,7 +64,7 @@ SELECT rank, best_chunk_id AS chunk_id, document_id, lexical_rank, lexical_score
        semantic_rank, semantic_score, fused_score, total_documents AS total, chunk_ids
 FROM pgrag.hybrid_search_documents({args})
 """
-).format(args=_named(REQUEST_ARGS + OPTION_NAMES))
+).format(args=_named(REQUEST_ARGS))
 
 # pgrag.regex_search orders by matches, path and chunk position; two collections can hold
 # the same path, and such ties came back in a different order from one call to the next

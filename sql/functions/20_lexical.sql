@@ -5,7 +5,8 @@
 --   idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))                       (pgrag.bm25_idf)
 --   tf       term frequency, recovered from ts_rank(tsv, t) (pgrag.term_frequency)
 --   len(d)   distinct lexemes of the chunk; avglen their mean over the candidates
---   k1, b, candidate_budget, rescore_size: pgrag.fusion_defaults() unless the caller names them
+--   k1, b, candidate_budget, rescore_size: fields of the `opts` argument (pgrag.ranking_options,
+--            pgrag.ranking_defaults() unless the caller passes other options)
 --   N, df    over the collections searched: those the search names, else every collection
 --            the caller can read (pgrag.chunk_count_estimate). df comes from the sums the
 --            writers keep exact per collection (migration 0023, 25_bm25_sums.sql), summed
@@ -340,18 +341,13 @@ $$;
 
 -- The lexical pool: the pool_size best chunks by BM25 in the collections searched, with
 -- their coverage (the idf of their matched terms over that of all query terms) and
--- proximity. NULL arguments take pgrag.fusion_defaults(); proximity_width 0: none.
+-- proximity; the BM25 options are fields of `opts` (proximity_width 0: no proximity).
 CREATE OR REPLACE FUNCTION pgrag.lexical_candidates_in(
-    query_text       text,
-    pool_size        int DEFAULT NULL,
-    collection_ids   bigint[] DEFAULT NULL,
-    filters          jsonb DEFAULT '{}'::jsonb,
-    bm25_k1          float8 DEFAULT NULL,
-    bm25_b           float8 DEFAULT NULL,
-    candidate_budget float8 DEFAULT NULL,
-    rescore_size     int DEFAULT NULL,
-    readable         bigint[] DEFAULT '{}',  -- NULL: every collection
-    proximity_width  int DEFAULT NULL
+    query_text     text,
+    collection_ids bigint[] DEFAULT NULL,
+    filters        jsonb DEFAULT '{}'::jsonb,
+    opts           pgrag.ranking_options DEFAULT pgrag.ranking_defaults(),
+    readable       bigint[] DEFAULT '{}'  -- NULL: every collection
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE plpgsql STABLE ROWS 100
 SECURITY DEFINER
@@ -373,25 +369,19 @@ BEGIN
     IF readable IS NULL AND current_setting('role', true) IS DISTINCT FROM 'none' THEN
         readable := '{}';  -- a caller under SET ROLE is never unrestricted (fail closed)
     END IF;
-    SELECT coalesce(lexical_candidates_in.pool_size, d.pool_size),
-           coalesce(lexical_candidates_in.bm25_k1, d.bm25_k1),
-           coalesce(lexical_candidates_in.bm25_b, d.bm25_b),
-           coalesce(lexical_candidates_in.candidate_budget, d.candidate_budget),
-           coalesce(lexical_candidates_in.rescore_size, d.rescore_size),
-           coalesce(lexical_candidates_in.proximity_width, d.proximity_width)
-    INTO pool_size, bm25_k1, bm25_b, candidate_budget, rescore_size, proximity_width
-    FROM pgrag.fusion_defaults() d;
     searched := pgrag.searched_collections(collection_ids => collection_ids, readable => readable);
     chunks := pgrag.chunk_count_estimate(searched);
-    IF proximity_width > 0 THEN
+    IF opts.proximity_width > 0 THEN
         -- a window holds proximity_width positions, or twice the query's terms when more
-        SELECT greatest(proximity_width, 2 * count(*)) INTO width FROM pgrag.query_terms(tsq);
+        SELECT greatest(opts.proximity_width, 2 * count(*)) INTO width
+        FROM pgrag.query_terms(tsq);
     END IF;
     SELECT * INTO pass1
     FROM pgrag.bm25_pool_candidates(
-        tsq => tsq, searched => searched, chunks => chunks, candidate_budget => candidate_budget,
-        collection_ids => collection_ids, filters => filters,
-        top => greatest(rescore_size, pool_size), pool_size => pool_size);
+        tsq => tsq, searched => searched, chunks => chunks,
+        candidate_budget => opts.candidate_budget, collection_ids => collection_ids,
+        filters => filters,
+        top => greatest(opts.rescore_size, opts.pool_size), pool_size => opts.pool_size);
     RETURN QUERY
     -- pass 2: the candidates get every term ranked
     WITH rescored AS MATERIALIZED (
@@ -401,9 +391,9 @@ BEGIN
     fallback AS MATERIALIZED (
         SELECT f.* FROM pgrag.lexical_fallback_in(
             tsq => tsq, terms => pass1.terms, collection_ids => collection_ids, filters => filters,
-            scored => ARRAY(SELECT id FROM rescored), max_rows => 10 * pool_size,
+            scored => ARRAY(SELECT id FROM rescored), max_rows => 10 * opts.pool_size,
             readable => readable) f
-        WHERE (SELECT count(*) FROM rescored) < pool_size
+        WHERE (SELECT count(*) FROM rescored) < opts.pool_size
           AND (SELECT count(*) FROM rescored) < pass1.found
     ),
     ranked_terms AS (SELECT * FROM rescored UNION ALL SELECT * FROM fallback),
@@ -415,7 +405,8 @@ BEGIN
         SELECT x.id, x.document_id, s.score, s.matched, s.matched / qi.total AS coverage
         FROM ranked_terms x, query_idf qi, LATERAL (
             SELECT sum(pgrag.bm25_score(tf => u.tf, idf => pass1.idf[u.i], doc_len => x.len,
-                                        avg_len => qi.avg_len, k1 => bm25_k1, b => bm25_b))
+                                        avg_len => qi.avg_len, k1 => opts.bm25_k1,
+                                        b => opts.bm25_b))
                        AS score,
                    sum(pass1.idf[u.i]) AS matched
             FROM (SELECT t.i, pgrag.term_frequency(t.rk) AS tf
@@ -425,7 +416,7 @@ BEGIN
         SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.id)::int AS rank
         FROM scored s
         ORDER BY s.score DESC, s.id
-        LIMIT pool_size
+        LIMIT opts.pool_size
     ),
     proximity AS (
         SELECT c.* FROM (
@@ -446,20 +437,13 @@ $$;
 -- The lexical pool as callers (hybrid_fusion, psql) see it: the caller's readable collections
 -- passed to the owner-rights scoring function.
 CREATE OR REPLACE FUNCTION pgrag.lexical_candidates(
-    query_text       text,
-    pool_size        int DEFAULT NULL,
-    collection_ids   bigint[] DEFAULT NULL,
-    filters          jsonb DEFAULT '{}'::jsonb,
-    bm25_k1          float8 DEFAULT NULL,
-    bm25_b           float8 DEFAULT NULL,
-    candidate_budget float8 DEFAULT NULL,
-    rescore_size     int DEFAULT NULL,
-    proximity_width  int DEFAULT NULL
+    query_text     text,
+    collection_ids bigint[] DEFAULT NULL,
+    filters        jsonb DEFAULT '{}'::jsonb,
+    opts           pgrag.ranking_options DEFAULT pgrag.ranking_defaults()
 ) RETURNS TABLE (chunk_id bigint, score float8, coverage float8, rank int, proximity float8)
 LANGUAGE sql STABLE ROWS 100 AS $$
     SELECT * FROM pgrag.lexical_candidates_in(
-        query_text => query_text, pool_size => pool_size, collection_ids => collection_ids,
-        filters => filters, bm25_k1 => bm25_k1, bm25_b => bm25_b,
-        candidate_budget => candidate_budget, rescore_size => rescore_size,
-        readable => pgrag.readable_collections(), proximity_width => proximity_width)
+        query_text => query_text, collection_ids => collection_ids, filters => filters,
+        opts => opts, readable => pgrag.readable_collections())
 $$;

@@ -23,12 +23,15 @@
 -- (XQuAD en->zh: English questions, Chinese passages). fusion => 'rrf':
 --   fused = lexical_weight / (rrf_k + lexical_rank) + semantic_weight / (rrf_k + semantic_rank)
 --
--- The four functions share one argument list (the ranking options are the columns of
--- pgrag.fusion_defaults(), NULL meaning the default there) and call one another in named
--- notation only, so an argument added to them shifts nothing.
+-- The four functions take the ranking options as one argument, `opts` (type
+-- pgrag.ranking_options, migration 0033; pgrag.ranking_defaults() when omitted), pass it on
+-- whole, and call one another in named notation only, so an argument added to them shifts
+-- nothing.
 --
 -- From psql:
 --   SELECT * FROM pgrag.hybrid_search('contract signing', '[...]'::vector, 5);
+--   SELECT * FROM pgrag.hybrid_search('contract signing', '[...]'::vector, 5,
+--                                     opts => pgrag.ranking_options(fusion => 'rrf'));
 --   SELECT * FROM pgrag.hybrid_search_detail('contract signing', '[...]'::vector, 5);
 --   SELECT * FROM pgrag.hybrid_fusion('contract signing', '[...]'::vector);  -- unranked pool
 
@@ -46,26 +49,14 @@ $$;
 -- The fused pool with every term of the formula, unranked: what hybrid_search orders, and
 -- what a DBA reads to see why a chunk ranked where it did.
 CREATE OR REPLACE FUNCTION pgrag.hybrid_fusion(
-    query_text        text,
-    query_embedding   vector,
-    collection_ids    bigint[] DEFAULT NULL,
-    filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT NULL,
-    lexical_weight    float8 DEFAULT NULL,
-    semantic_weight   float8 DEFAULT NULL,
-    pool_size         int DEFAULT NULL,
-    min_similarity    float8 DEFAULT NULL,
-    embedding_model   text DEFAULT NULL,
-    fusion            text DEFAULT NULL,
-    coverage_gain     float8 DEFAULT NULL,
-    max_lexical_share float8 DEFAULT NULL,
-    query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
-    bm25_b            float8 DEFAULT NULL,
-    candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL,
-    proximity_width   int DEFAULT NULL
+    query_text      text,
+    query_embedding vector,
+    collection_ids  bigint[] DEFAULT NULL,
+    filters         jsonb DEFAULT '{}'::jsonb,
+    opts            pgrag.ranking_options DEFAULT pgrag.ranking_defaults(),
+    min_similarity  float8 DEFAULT NULL,
+    embedding_model text DEFAULT NULL,
+    query_lang      text DEFAULT NULL
 ) RETURNS TABLE (
     chunk_id         bigint,
     lexical_rank     int,
@@ -86,52 +77,42 @@ LANGUAGE plpgsql STABLE ROWS 200
 SET plan_cache_mode = force_generic_plan  -- plan once per session, not per call
 AS $$
 #variable_conflict use_column
+DECLARE
+    lexical_opts pgrag.ranking_options := opts;
 BEGIN
-    SELECT coalesce(hybrid_fusion.rrf_k, d.rrf_k),
-           coalesce(hybrid_fusion.lexical_weight, d.lexical_weight),
-           coalesce(hybrid_fusion.semantic_weight, d.semantic_weight),
-           coalesce(hybrid_fusion.pool_size, d.pool_size),
-           coalesce(hybrid_fusion.fusion, d.fusion),
-           coalesce(hybrid_fusion.coverage_gain, d.coverage_gain),
-           coalesce(hybrid_fusion.max_lexical_share, d.max_lexical_share),
-           coalesce(hybrid_fusion.proximity_weight, d.proximity_weight)
-    INTO rrf_k, lexical_weight, semantic_weight, pool_size, fusion, coverage_gain,
-         max_lexical_share, proximity_weight
-    FROM pgrag.fusion_defaults() d;
+    IF opts.proximity_weight = 0 THEN
+        lexical_opts.proximity_width := 0;  -- no weight, no windows to compute
+    END IF;
     RETURN QUERY
     WITH lexical AS MATERIALIZED (
-        SELECT l.*, l.score * (1 - proximity_weight + proximity_weight * l.proximity) AS near
-        FROM pgrag.lexical_candidates(query_text => query_text, pool_size => pool_size,
+        SELECT l.*,
+               l.score * (1 - opts.proximity_weight + opts.proximity_weight * l.proximity) AS near
+        FROM pgrag.lexical_candidates(query_text => query_text,
                                       collection_ids => collection_ids, filters => filters,
-                                      bm25_k1 => bm25_k1, bm25_b => bm25_b,
-                                      candidate_budget => candidate_budget,
-                                      rescore_size => rescore_size,
-                                      -- no weight, no windows to compute (0)
-                                      proximity_width => CASE WHEN proximity_weight = 0 THEN 0
-                                                              ELSE proximity_width END) l
-        WHERE query_text IS NOT NULL AND lexical_weight <> 0
+                                      opts => lexical_opts) l
+        WHERE query_text IS NOT NULL AND opts.lexical_weight <> 0
     ),
     semantic AS MATERIALIZED (
         SELECT sc.chunk_id, sc.similarity AS score, sc.cosine, sc.lang, sc.centred,
                row_number() OVER (ORDER BY sc.similarity DESC, sc.chunk_id)::int AS rank
         FROM pgrag.semantic_candidates(query_embedding => query_embedding,
-                                       pool_size => pool_size,
+                                       pool_size => opts.pool_size,
                                        collection_ids => collection_ids, filters => filters,
                                        embedding_model => embedding_model,
                                        query_lang => query_lang) sc
-        WHERE query_embedding IS NOT NULL AND semantic_weight <> 0
+        WHERE query_embedding IS NOT NULL AND opts.semantic_weight <> 0
         ORDER BY sc.similarity DESC, sc.chunk_id
-        LIMIT pool_size
+        LIMIT opts.pool_size
     ),
     q AS (
-        SELECT pgrag.check_fusion(fusion) AS fusion,
+        SELECT pgrag.check_fusion(opts.fusion) AS fusion,
                (SELECT max(near) FROM lexical) AS lmax,
                (SELECT max(score) FROM semantic) AS smax,
                (SELECT min(score) FROM semantic) AS smin,
                CASE WHEN NOT EXISTS (SELECT 1 FROM semantic) THEN 1.0
                     WHEN NOT EXISTS (SELECT 1 FROM lexical) THEN 0.0
-                    ELSE least(max_lexical_share,
-                               coverage_gain * (SELECT coverage FROM lexical WHERE rank = 1))
+                    ELSE least(opts.max_lexical_share,
+                               opts.coverage_gain * (SELECT coverage FROM lexical WHERE rank = 1))
                END AS share,
                coalesce((SELECT coverage FROM lexical WHERE rank = 1), 0) AS coverage
     ),
@@ -156,10 +137,10 @@ BEGIN
     SELECT j.id, j.lrank, j.lscore, j.lnorm, j.coverage, j.srank, j.sscore, j.snorm,
            CASE WHEN j.fusion = 'adaptive' THEN j.share END,
            CASE WHEN j.fusion = 'rrf'
-                THEN coalesce(lexical_weight / (rrf_k + j.lrank), 0)
-                   + coalesce(semantic_weight / (rrf_k + j.srank), 0)
-                ELSE lexical_weight * j.share * coalesce(j.lnorm, 0)
-                   + semantic_weight * (1 - j.share) * coalesce(j.snorm, 0) END,
+                THEN coalesce(opts.lexical_weight / (opts.rrf_k + j.lrank), 0)
+                   + coalesce(opts.semantic_weight / (opts.rrf_k + j.srank), 0)
+                ELSE opts.lexical_weight * j.share * coalesce(j.lnorm, 0)
+                   + opts.semantic_weight * (1 - j.share) * coalesce(j.snorm, 0) END,
            j.cosine, j.lang, j.centred, j.proximity
     FROM joined j;
 END
@@ -170,28 +151,16 @@ $$;
 -- can show fused_score = lexical_weight * share * lexical_norm
 --                      + semantic_weight * (1 - share) * semantic_norm.
 CREATE OR REPLACE FUNCTION pgrag.hybrid_search_detail(
-    query_text        text,
-    query_embedding   vector,
-    match_count       int DEFAULT 10,
-    collection_ids    bigint[] DEFAULT NULL,
-    filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT NULL,
-    lexical_weight    float8 DEFAULT NULL,
-    semantic_weight   float8 DEFAULT NULL,
-    pool_size         int DEFAULT NULL,
-    min_similarity    float8 DEFAULT NULL,
-    embedding_model   text DEFAULT NULL,
-    match_offset      int DEFAULT 0,
-    fusion            text DEFAULT NULL,
-    coverage_gain     float8 DEFAULT NULL,
-    max_lexical_share float8 DEFAULT NULL,
-    query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
-    bm25_b            float8 DEFAULT NULL,
-    candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL,
-    proximity_width   int DEFAULT NULL
+    query_text      text,
+    query_embedding vector,
+    match_count     int DEFAULT 10,
+    collection_ids  bigint[] DEFAULT NULL,
+    filters         jsonb DEFAULT '{}'::jsonb,
+    opts            pgrag.ranking_options DEFAULT pgrag.ranking_defaults(),
+    min_similarity  float8 DEFAULT NULL,
+    embedding_model text DEFAULT NULL,
+    match_offset    int DEFAULT 0,
+    query_lang      text DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,
     chunk_id         bigint,
@@ -219,27 +188,16 @@ LANGUAGE sql STABLE AS $$
             query_text => hybrid_search_detail.query_text,
             query_embedding => hybrid_search_detail.query_embedding,
             collection_ids => hybrid_search_detail.collection_ids,
-            filters => hybrid_search_detail.filters, rrf_k => hybrid_search_detail.rrf_k,
-            lexical_weight => hybrid_search_detail.lexical_weight,
-            semantic_weight => hybrid_search_detail.semantic_weight,
-            pool_size => hybrid_search_detail.pool_size,
+            filters => hybrid_search_detail.filters, opts => hybrid_search_detail.opts,
             min_similarity => hybrid_search_detail.min_similarity,
             embedding_model => hybrid_search_detail.embedding_model,
-            fusion => hybrid_search_detail.fusion,
-            coverage_gain => hybrid_search_detail.coverage_gain,
-            max_lexical_share => hybrid_search_detail.max_lexical_share,
-            query_lang => hybrid_search_detail.query_lang,
-            proximity_weight => hybrid_search_detail.proximity_weight,
-            bm25_k1 => hybrid_search_detail.bm25_k1, bm25_b => hybrid_search_detail.bm25_b,
-            candidate_budget => hybrid_search_detail.candidate_budget,
-            rescore_size => hybrid_search_detail.rescore_size,
-            proximity_width => hybrid_search_detail.proximity_width) f
+            query_lang => hybrid_search_detail.query_lang) f
     )
     SELECT r.pos, r.chunk_id,
            c.document_id,
            r.lexical_rank, r.lexical_score::float4, r.semantic_rank, r.semantic_score,
            r.fused_score, r.total,
-           coalesce(hybrid_search_detail.fusion, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
+           (hybrid_search_detail.opts).fusion,
            r.lexical_share, r.lexical_norm, r.semantic_norm,
            r.semantic_cosine, r.chunk_lang, r.centred, r.lexical_proximity
     -- each hit's document from its chunk, in the scope's collections: routed to their
@@ -256,28 +214,16 @@ $$;
 -- The ranked page: chunks with both ranks, both raw scores (BM25, cosine similarity) and
 -- the fused score.
 CREATE OR REPLACE FUNCTION pgrag.hybrid_search(
-    query_text        text,
-    query_embedding   vector,
-    match_count       int DEFAULT 10,
-    collection_ids    bigint[] DEFAULT NULL,
-    filters           jsonb DEFAULT '{}'::jsonb,
-    rrf_k             int DEFAULT NULL,
-    lexical_weight    float8 DEFAULT NULL,
-    semantic_weight   float8 DEFAULT NULL,
-    pool_size         int DEFAULT NULL,
-    min_similarity    float8 DEFAULT NULL,
-    embedding_model   text DEFAULT NULL,
-    match_offset      int DEFAULT 0,
-    fusion            text DEFAULT NULL,
-    coverage_gain     float8 DEFAULT NULL,
-    max_lexical_share float8 DEFAULT NULL,
-    query_lang        text DEFAULT NULL,
-    proximity_weight  float8 DEFAULT NULL,
-    bm25_k1           float8 DEFAULT NULL,  -- these five: pgrag.lexical_candidates
-    bm25_b            float8 DEFAULT NULL,
-    candidate_budget  float8 DEFAULT NULL,
-    rescore_size      int DEFAULT NULL,
-    proximity_width   int DEFAULT NULL
+    query_text      text,
+    query_embedding vector,
+    match_count     int DEFAULT 10,
+    collection_ids  bigint[] DEFAULT NULL,
+    filters         jsonb DEFAULT '{}'::jsonb,
+    opts            pgrag.ranking_options DEFAULT pgrag.ranking_defaults(),
+    min_similarity  float8 DEFAULT NULL,
+    embedding_model text DEFAULT NULL,
+    match_offset    int DEFAULT 0,
+    query_lang      text DEFAULT NULL
 ) RETURNS TABLE (
     rank             int,     -- final position, 1-based
     chunk_id         bigint,
@@ -297,44 +243,23 @@ LANGUAGE sql STABLE AS $$
         query_embedding => hybrid_search.query_embedding,
         collection_ids => hybrid_search.collection_ids, filters => hybrid_search.filters,
         match_count => hybrid_search.match_count, match_offset => hybrid_search.match_offset,
-        rrf_k => hybrid_search.rrf_k, lexical_weight => hybrid_search.lexical_weight,
-        semantic_weight => hybrid_search.semantic_weight, pool_size => hybrid_search.pool_size,
-        min_similarity => hybrid_search.min_similarity,
-        embedding_model => hybrid_search.embedding_model, fusion => hybrid_search.fusion,
-        coverage_gain => hybrid_search.coverage_gain,
-        max_lexical_share => hybrid_search.max_lexical_share,
-        query_lang => hybrid_search.query_lang,
-        proximity_weight => hybrid_search.proximity_weight, bm25_k1 => hybrid_search.bm25_k1,
-        bm25_b => hybrid_search.bm25_b, candidate_budget => hybrid_search.candidate_budget,
-        rescore_size => hybrid_search.rescore_size,
-        proximity_width => hybrid_search.proximity_width) d
+        opts => hybrid_search.opts, min_similarity => hybrid_search.min_similarity,
+        embedding_model => hybrid_search.embedding_model,
+        query_lang => hybrid_search.query_lang) d
 $$;
 
 -- Documents ranked by their best chunk (scope => 'documents'): one row per document.
 CREATE OR REPLACE FUNCTION pgrag.hybrid_search_documents(
-    query_text          text,
-    query_embedding     vector,
-    match_count         int DEFAULT 10,
-    collection_ids      bigint[] DEFAULT NULL,
-    filters             jsonb DEFAULT '{}'::jsonb,
-    rrf_k               int DEFAULT NULL,
-    lexical_weight      float8 DEFAULT NULL,
-    semantic_weight     float8 DEFAULT NULL,
-    pool_size           int DEFAULT NULL,
-    min_similarity      float8 DEFAULT NULL,
-    embedding_model     text DEFAULT NULL,
-    match_offset        int DEFAULT 0,
-    chunks_per_document int DEFAULT NULL,
-    fusion              text DEFAULT NULL,
-    coverage_gain       float8 DEFAULT NULL,
-    max_lexical_share   float8 DEFAULT NULL,
-    query_lang          text DEFAULT NULL,
-    proximity_weight    float8 DEFAULT NULL,
-    bm25_k1             float8 DEFAULT NULL,
-    bm25_b              float8 DEFAULT NULL,
-    candidate_budget    float8 DEFAULT NULL,
-    rescore_size        int DEFAULT NULL,
-    proximity_width     int DEFAULT NULL
+    query_text      text,
+    query_embedding vector,
+    match_count     int DEFAULT 10,
+    collection_ids  bigint[] DEFAULT NULL,
+    filters         jsonb DEFAULT '{}'::jsonb,
+    opts            pgrag.ranking_options DEFAULT pgrag.ranking_defaults(),
+    min_similarity  float8 DEFAULT NULL,
+    embedding_model text DEFAULT NULL,
+    match_offset    int DEFAULT 0,
+    query_lang      text DEFAULT NULL
 ) RETURNS TABLE (
     rank            int,
     document_id     uuid,
@@ -351,38 +276,24 @@ LANGUAGE sql STABLE AS $$
     WITH hits AS (
         SELECT h.*, row_number() OVER (PARTITION BY h.document_id ORDER BY h.rank) AS nth
         -- the arguments qualified: a bare name would read a column of the same name
-        FROM pgrag.fusion_defaults() fd,
-             pgrag.hybrid_search(
-                 match_count => coalesce(hybrid_search_documents.pool_size, fd.pool_size) * 2,
-                 match_offset => 0, pool_size => hybrid_search_documents.pool_size,
+        FROM pgrag.hybrid_search(
+                 match_count => (hybrid_search_documents.opts).pool_size * 2, match_offset => 0,
                  query_text => hybrid_search_documents.query_text,
                  query_embedding => hybrid_search_documents.query_embedding,
                  collection_ids => hybrid_search_documents.collection_ids,
                  filters => hybrid_search_documents.filters,
-                 rrf_k => hybrid_search_documents.rrf_k,
-                 lexical_weight => hybrid_search_documents.lexical_weight,
-                 semantic_weight => hybrid_search_documents.semantic_weight,
+                 opts => hybrid_search_documents.opts,
                  min_similarity => hybrid_search_documents.min_similarity,
                  embedding_model => hybrid_search_documents.embedding_model,
-                 fusion => hybrid_search_documents.fusion,
-                 coverage_gain => hybrid_search_documents.coverage_gain,
-                 max_lexical_share => hybrid_search_documents.max_lexical_share,
-                 query_lang => hybrid_search_documents.query_lang,
-                 proximity_weight => hybrid_search_documents.proximity_weight,
-                 bm25_k1 => hybrid_search_documents.bm25_k1,
-                 bm25_b => hybrid_search_documents.bm25_b,
-                 candidate_budget => hybrid_search_documents.candidate_budget,
-                 rescore_size => hybrid_search_documents.rescore_size,
-                 proximity_width => hybrid_search_documents.proximity_width) h
+                 query_lang => hybrid_search_documents.query_lang) h
     ),
     docs AS (
         SELECT b.document_id, b.chunk_id AS best, b.lexical_rank, b.lexical_score,
                b.semantic_rank, b.semantic_score, b.fused_score, b.rank AS best_rank,
                (SELECT array_agg(x.chunk_id ORDER BY x.rank) FROM hits x
                  WHERE x.document_id = b.document_id
-                   AND x.nth <= coalesce(hybrid_search_documents.chunks_per_document,
-                                         (SELECT d.chunks_per_document
-                                          FROM pgrag.fusion_defaults() d))) AS chunk_ids
+                   AND x.nth <= (hybrid_search_documents.opts).chunks_per_document)
+               AS chunk_ids
         FROM hits b
         WHERE b.nth = 1
     )

@@ -1,8 +1,9 @@
 -- Why did a logged search rank what it ranked? Replays it from pgrag.search_log.
 --   SELECT * FROM pgrag.explain_search((SELECT max(id) FROM pgrag.search_log));
 
--- A logged search replayed with its logged ranking arguments, every column of
--- pgrag.fusion_defaults() (today's defaults for those an older log does not hold)
+-- A logged search replayed with its logged ranking options, every field of
+-- pgrag.ranking_options read from search_log.params by name (today's defaults,
+-- pgrag.ranking_defaults(), for those an older log does not hold)
 -- and showing the per-query lexical share, the normalised leg scores behind fused_score and
 -- the languages of query and chunk (with whether the semantic score was language-centred)
 -- and how close together the chunk holds the query's words (lexical_proximity);
@@ -44,14 +45,8 @@ CREATE OR REPLACE FUNCTION pgrag.explain_search(log_id bigint) RETURNS TABLE (
 LANGUAGE sql STABLE AS $$
     WITH l AS (SELECT * FROM pgrag.search_log WHERE id = log_id),
     p AS (
-        SELECT l.*, (l.params ->> 'rrf_k')::int AS k,
-               (l.params ->> 'lexical_weight')::float8 AS lw,
-               (l.params ->> 'semantic_weight')::float8 AS sw,
-               -- not logged: NULL, today's pgrag.fusion_defaults()
-               l.params ->> 'fusion' AS fu,
-               (l.params ->> 'coverage_gain')::float8 AS cg,
-               (l.params ->> 'max_lexical_share')::float8 AS ms,
-               (l.params ->> 'proximity_weight')::float8 AS pw
+        SELECT l.*, jsonb_populate_record(pgrag.ranking_defaults(),
+                                          jsonb_strip_nulls(l.params)) AS opts
         FROM l
     ),
     logged AS (
@@ -67,21 +62,14 @@ LANGUAGE sql STABLE AS $$
         SELECT f.*, row_number() OVER (ORDER BY f.fused_score DESC, f.chunk_id)::int AS pos
         FROM p CROSS JOIN LATERAL pgrag.hybrid_fusion(
             query_text => p.query,
-            query_embedding => CASE WHEN p.sw = 0 THEN NULL ELSE p.query_embedding END,
+            query_embedding => CASE WHEN (p.opts).semantic_weight = 0 THEN NULL
+                                    ELSE p.query_embedding END,
             collection_ids => (SELECT array_agg(x::bigint) FROM jsonb_array_elements_text(
                                    nullif(p.params -> 'collection_ids', 'null')) x),
-            filters => coalesce(p.params -> 'filters', '{}'::jsonb),
-            rrf_k => p.k, lexical_weight => p.lw, semantic_weight => p.sw,
-            pool_size => (p.params ->> 'pool_size')::int,
+            filters => coalesce(p.params -> 'filters', '{}'::jsonb), opts => p.opts,
             min_similarity => (p.params ->> 'min_similarity')::float8,
             embedding_model => p.params ->> 'embedding_model',
-            fusion => p.fu, coverage_gain => p.cg, max_lexical_share => p.ms,
-            query_lang => p.params ->> 'query_lang', proximity_weight => p.pw,
-            bm25_k1 => (p.params ->> 'bm25_k1')::float8,
-            bm25_b => (p.params ->> 'bm25_b')::float8,
-            candidate_budget => (p.params ->> 'candidate_budget')::float8,
-            rescore_size => (p.params ->> 'rescore_size')::int,
-            proximity_width => (p.params ->> 'proximity_width')::int) f
+            query_lang => p.params ->> 'query_lang') f
     ),
     placed AS (
         SELECT f.*, coalesce(r.rerank_rank, f.pos) AS final_pos, r.rerank_rank, r.rerank_score
@@ -91,8 +79,8 @@ LANGUAGE sql STABLE AS $$
            concat_ws(' ', 'page ' || c.page, 'section ' || c.section, 'sheet ' || c.sheet,
                      'rows ' || c.row_start || '-' || c.row_end, 'slide ' || c.slide),
            h.lexical_rank, h.lexical_score::float4, h.semantic_rank, h.semantic_score,
-           h.fused_score, p.k, p.lw, p.sw, left(c.content, 120),
-           coalesce(p.fu, (SELECT d.fusion FROM pgrag.fusion_defaults() d)),
+           h.fused_score, (p.opts).rrf_k, (p.opts).lexical_weight, (p.opts).semantic_weight,
+           left(c.content, 120), (p.opts).fusion,
            h.lexical_share, h.lexical_norm, h.semantic_norm,
            p.params ->> 'query_lang', c.lang, h.semantic_cosine, h.centred, h.lexical_proximity,
            CASE WHEN e.chunk_id IS NULL THEN 'no vector' END,

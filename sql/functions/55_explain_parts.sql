@@ -1,13 +1,10 @@
 -- How each result's fused score is made up (the console's chart): the two terms of the
 -- fusion formula that add up to fused_score, so that no caller has to repeat the formula.
 -- adaptive: lexical_weight * share * lexical_norm and
--- semantic_weight * (1 - share) * semantic_norm; rrf: weight / (rrf_k + rank) per leg.
--- NULL weights and rrf_k: pgrag.fusion_defaults().
+-- semantic_weight * (1 - share) * semantic_norm; rrf: weight / (rrf_k + rank) per leg,
+-- with the fusion, weights and rrf_k of `opts`.
 CREATE OR REPLACE FUNCTION pgrag.fused_parts(
-    fusion          text,
-    lexical_weight  float8,
-    semantic_weight float8,
-    rrf_k           int,
+    opts            pgrag.ranking_options,
     lexical_share   float8,
     lexical_norm    float8,
     semantic_norm   float8,
@@ -16,20 +13,14 @@ CREATE OR REPLACE FUNCTION pgrag.fused_parts(
     OUT lexical_part  float8,
     OUT semantic_part float8
 )
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN fused_parts.fusion = 'rrf'
-                THEN coalesce(coalesce(fused_parts.lexical_weight, d.lexical_weight)
-                              / (coalesce(fused_parts.rrf_k, d.rrf_k) + fused_parts.lexical_rank),
-                              0)
-                ELSE coalesce(fused_parts.lexical_weight, d.lexical_weight)
-                     * fused_parts.lexical_share * coalesce(fused_parts.lexical_norm, 0) END,
-           CASE WHEN fused_parts.fusion = 'rrf'
-                THEN coalesce(coalesce(fused_parts.semantic_weight, d.semantic_weight)
-                              / (coalesce(fused_parts.rrf_k, d.rrf_k) + fused_parts.semantic_rank),
-                              0)
-                ELSE coalesce(fused_parts.semantic_weight, d.semantic_weight)
-                     * (1 - fused_parts.lexical_share) * coalesce(fused_parts.semantic_norm, 0) END
-    FROM pgrag.fusion_defaults() d
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN (opts).fusion = 'rrf'
+                THEN coalesce((opts).lexical_weight / ((opts).rrf_k + lexical_rank), 0)
+                ELSE (opts).lexical_weight * lexical_share * coalesce(lexical_norm, 0) END,
+           CASE WHEN (opts).fusion = 'rrf'
+                THEN coalesce((opts).semantic_weight / ((opts).rrf_k + semantic_rank), 0)
+                ELSE (opts).semantic_weight * (1 - lexical_share) * coalesce(semantic_norm, 0)
+           END
 $$;
 
 -- A logged search's results with their score parts: those the search logged (explained
@@ -67,8 +58,9 @@ BEGIN
                e.lexical_share, e.semantic_cosine, e.centred, e.query_lang, e.chunk_lang
         FROM pgrag.explain_search(log_id) e
         CROSS JOIN LATERAL pgrag.fused_parts(
-            fusion => e.fusion, lexical_weight => e.lexical_weight,
-            semantic_weight => e.semantic_weight, rrf_k => e.rrf_k,
+            opts => pgrag.ranking_options(fusion => e.fusion, rrf_k => e.rrf_k,
+                                          lexical_weight => e.lexical_weight,
+                                          semantic_weight => e.semantic_weight),
             lexical_share => e.lexical_share, lexical_norm => e.lexical_norm,
             semantic_norm => e.semantic_norm, lexical_rank => e.lexical_rank,
             semantic_rank => e.semantic_rank) p

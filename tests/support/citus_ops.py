@@ -253,7 +253,7 @@ def _two_collections(url: str, query: str) -> dict[str, Any]:
         )
         lexical = conn.execute(
             "SELECT d.path, c.ordinal, round(x.score::numeric, 6)::float8"
-            f" FROM pgrag.lexical_candidates(%s, 100, %s::bigint[]) x {join}"
+            f" FROM pgrag.lexical_candidates(%s, %s::bigint[]) x {join}"
             " ORDER BY x.rank",
             (query, ids),
         ).fetchall()
@@ -262,7 +262,8 @@ def _two_collections(url: str, query: str) -> dict[str, Any]:
             "       round(x.lexical_score::numeric, 6)::float8"
             # the lexical leg only: the semantic pool comes from an approximate (HNSW)
             # index, which may leave a chunk out on one side under concurrent vacuum
-            " FROM pgrag.hybrid_search(%s, %s::vector, 20, %s::bigint[], semantic_weight => 0) x"
+            " FROM pgrag.hybrid_search(%s, %s::vector, 20, %s::bigint[],"
+            " opts => pgrag.ranking_options(semantic_weight => 0)) x"
             f" {join} ORDER BY x.rank",
             (query, vector, ids),
         ).fetchall()

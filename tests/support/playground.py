@@ -60,8 +60,8 @@ FROM pgrag.search_log l, pgrag.hybrid_search(
     collection_ids => ARRAY(SELECT x::bigint FROM jsonb_array_elements_text(
                                 l.params -> 'collection_ids') x),
     filters => %(filters)s::jsonb,
-    embedding_model => l.params ->> 'embedding_model', query_lang => l.params ->> 'query_lang'
-    {options}) h
+    embedding_model => l.params ->> 'embedding_model', query_lang => l.params ->> 'query_lang',
+    opts => pgrag.ranking_options({options})) h
 WHERE l.id = %(log_id)s
 ORDER BY h.rank
 """
@@ -69,9 +69,9 @@ ORDER BY h.rank
 
 def sql_order(dsn: str, log_id: int, options: dict[str, Any], filters: str = "{}") -> list[int]:
     """The chunk ids pgrag.hybrid_search ranks for logged search `log_id`'s query and vector,
-    with each of `options` as the function's named argument."""
-    named = sql.SQL("").join(
-        sql.SQL(", {} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in options
+    with each of `options` as the named argument of pgrag.ranking_options."""
+    named = sql.SQL(", ").join(
+        sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in options
     )
     query = sql.SQL(HYBRID_SQL).format(options=named)
     with psycopg.connect(dsn) as conn:

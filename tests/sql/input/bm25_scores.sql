@@ -48,7 +48,8 @@ JOIN matching m ON m.id = l.chunk_id
 ORDER BY l.rank;
 -- k1 and b named by the caller instead of the defaults: the order of the pool changes.
 SELECT c.ordinal, l.rank, round(l.score::numeric, 6) AS score
-FROM pgrag.lexical_candidates('boiling water for tea', bm25_k1 => 2.0, bm25_b => 1.0) l
+FROM pgrag.lexical_candidates('boiling water for tea',
+                              opts => pgrag.ranking_options(bm25_k1 => 2.0, bm25_b => 1.0)) l
 JOIN pgrag.chunks c ON c.id = l.chunk_id
 ORDER BY l.rank;
 -- A phrase: only chunks holding the words next to each other.

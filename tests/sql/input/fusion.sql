@@ -18,8 +18,8 @@ SELECT bool_and(abs(f.fused_score - (f.lexical_share * coalesce(f.lexical_norm, 
 FROM pgrag.hybrid_fusion('boiling water for tea', '[1,0,0.1]'::vector) f;
 -- rrf: fused = lexical_weight / (rrf_k + lexical_rank) + semantic_weight / (rrf_k + semantic_rank).
 SELECT c.ordinal, f.lexical_rank, f.semantic_rank, round(f.fused_score::numeric, 6) AS fused
-FROM pgrag.hybrid_fusion('boiling water for tea', '[1,0,0.1]'::vector, fusion => 'rrf',
-                         rrf_k => 10) f
+FROM pgrag.hybrid_fusion('boiling water for tea', '[1,0,0.1]'::vector,
+                         opts => pgrag.ranking_options(fusion => 'rrf', rrf_k => 10)) f
 JOIN pgrag.chunks c ON c.id = f.chunk_id
 ORDER BY f.fused_score DESC, c.ordinal;
 -- A query the best lexical chunk covers in part: the share is coverage_gain x its coverage.
@@ -38,4 +38,4 @@ FROM pgrag.hybrid_search('boiling water for tea', '[1,0,0.1]'::vector, 5) h
 JOIN pgrag.chunks c ON c.id = h.chunk_id
 ORDER BY h.rank;
 -- An unknown fusion is refused.
-SELECT count(*) FROM pgrag.hybrid_fusion('tea', NULL, fusion => 'max');
+SELECT count(*) FROM pgrag.hybrid_fusion('tea', NULL, opts => pgrag.ranking_options(fusion => 'max'));
