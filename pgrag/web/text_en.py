@@ -144,7 +144,7 @@ EN = {
     "mode_default": "hybrid (default)",
     "ranking": "Ranking",
     "more_options": "Filters and options",
-    "ranking_help": "Per-search options; empty: the server's default (pgrag.fusion_defaults()).",
+    "ranking_help": "Per-search options; empty: the server's default (pgrag.ranking_defaults()).",
     "fusion": "Fusion",
     "server_default": "server default",
     "lexical_weight": "BM25 weight",

@@ -143,7 +143,7 @@ ZH = {
     "mode_default": "hybrid(默认)",
     "ranking": "排序",
     "more_options": "筛选与选项",
-    "ranking_help": "每次搜索的选项;留空即服务器默认值(pgrag.fusion_defaults())。",
+    "ranking_help": "每次搜索的选项;留空即服务器默认值(pgrag.ranking_defaults())。",
     "fusion": "融合方式",
     "server_default": "服务器默认",
     "lexical_weight": "BM25 权重",
