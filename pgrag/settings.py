@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
+import os
 import re
 from functools import cached_property
 from typing import Any
@@ -14,12 +16,16 @@ from pgrag.config.database import DatabaseSettings, default_home
 from pgrag.config.embedding import LOCAL_MODEL, EmbeddingSettings, LocalEngine
 from pgrag.config.ingest import IngestSettings
 from pgrag.config.oauth import OAuthSettings
-from pgrag.config.serving import KNOWN_TOOLSETS, REGEX_TIMEOUT_MS, ServingSettings
+from pgrag.config.renamed import PREFIX, former_names
+from pgrag.config.serving import REGEX_TIMEOUT_MS, ServingSettings
+from pgrag.config.toolsets import MODULES as TOOLSETS
 from pgrag.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 # each group in its own module; re-exported here for the code that imports them from settings
 __all__ = [
-    "KNOWN_TOOLSETS",
+    "DEPRECATED",
     "LOCAL_MODEL",
     "REGEX_TIMEOUT_MS",
     "LocalEngine",
@@ -40,7 +46,10 @@ class Settings(
     """Every PGRAG_* variable, composed of the subsystems' groups (pgrag/config/): code that
     needs one subsystem's settings takes its group."""
 
-    model_config = SettingsConfigDict(env_prefix="PGRAG_", extra="ignore", frozen=True)
+    # by name: the flags and callers pass field names; the environment may use an alias
+    model_config = SettingsConfigDict(
+        env_prefix="PGRAG_", extra="ignore", frozen=True, populate_by_name=True
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -94,9 +103,9 @@ class Settings(
     @classmethod
     def _known_toolsets(cls, value: str) -> str:
         names = [t.strip() for t in value.split(",") if t.strip()]
-        unknown = [n for n in names if n not in KNOWN_TOOLSETS]
+        unknown = [n for n in names if n not in TOOLSETS]
         if unknown or not names:
-            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(KNOWN_TOOLSETS)}")
+            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(TOOLSETS)}")
         return ",".join(names)
 
     @field_validator("graph_labels", "graph_relationship_types")
@@ -155,10 +164,33 @@ def load_settings(**overrides: object) -> Settings:
     """Build settings, turning validation errors into one line that names the variable."""
     clean: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**clean)
+        settings = Settings(**clean)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "configuration"
-        name = f"PGRAG_{field.upper()}"
+        name = _variable(field)
         msg = err["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{name}: {msg}") from None
+    for old, new in DEPRECATED.items():
+        if old in os.environ and old not in _warned:
+            _warned.add(old)
+            log.warning("%s is deprecated: set %s instead (same value)", old, new)
+    return settings
+
+
+_warned: set[str] = set()  # each deprecated variable is named once a process
+
+
+def _variable(field: str) -> str:
+    """The variable an error names: the one set, a deprecated name when only it is set."""
+    name = field if field.startswith(PREFIX) else PREFIX + field.upper()
+    set_old = [old for old, new in DEPRECATED.items() if new == name and old in os.environ]
+    return set_old[0] if set_old and name not in os.environ else name
+
+
+# each former variable -> the variable that replaced it (docs/configuration.md lists them)
+DEPRECATED = {
+    old: f"{PREFIX}{name.upper()}"
+    for name, field in Settings.model_fields.items()
+    for old in former_names(field.validation_alias)
+}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgrag.config.renamed import renamed_from
 
 LOCAL_MODEL = "local/multilingual-e5-small"
 
@@ -21,6 +23,8 @@ class LocalEngine(StrEnum):
 class EmbeddingSettings(BaseModel):
     """The embedding model and the optional rerank model."""
 
+    model_config = ConfigDict(populate_by_name=True)  # a renamed field: its name, or an alias
+
     embedding_model: str = Field(
         LOCAL_MODEL,
         description="`local/multilingual-e5-small` or any litellm model, e.g. `openai/text-embedding-3-small`",
@@ -32,7 +36,12 @@ class EmbeddingSettings(BaseModel):
     )
     embedding_batch_size: int = Field(32, ge=1, le=2048, description="texts per provider call")
     embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
-    embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
+    embedding_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=renamed_from("embedding_timeout_s", "embedding_timeout"),
+        description="seconds per provider call",
+    )
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
     embedding_engine: LocalEngine = Field(
         LocalEngine.AUTO,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from pgrag.config.renamed import renamed_from
 
 
 class OAuthSettings(BaseModel):
     """OAuth 2.1 for hosted MCP clients, and the console's owner password."""
+
+    model_config = ConfigDict(populate_by_name=True)  # a renamed field: its name, or an alias
 
     oauth: bool = Field(
         True,
@@ -39,13 +43,18 @@ class OAuthSettings(BaseModel):
         "pgrag_collections",
         description="the external token's claim listing the collections it may read (`*`: all)",
     )
-    oauth_access_ttl: int = Field(
-        3600, ge=60, le=86400, description="seconds an OAuth access token lives"
+    oauth_access_ttl_s: int = Field(
+        default=3600,
+        ge=60,
+        le=86400,
+        validation_alias=renamed_from("oauth_access_ttl_s", "oauth_access_ttl"),
+        description="seconds an OAuth access token lives",
     )
-    oauth_refresh_ttl: int = Field(
-        30 * 86400,
+    oauth_refresh_ttl_s: int = Field(
+        default=30 * 86400,
         ge=3600,
         le=365 * 86400,
+        validation_alias=renamed_from("oauth_refresh_ttl_s", "oauth_refresh_ttl"),
         description="seconds an OAuth grant lives from its consent: refreshing never extends it",
     )
     oauth_registrations_per_hour: int = Field(

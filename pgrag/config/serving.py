@@ -6,15 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from pgrag.config.toolsets import MODULES as TOOLSETS
+
 AUTH_FAILURE_BURST = 20  # failed guesses an address may make at once (services/auth_throttle.py)
-KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
 REGEX_TIMEOUT_MS = 1000
 
 
 class ServingSettings(BaseModel):
     """What the transports serve and how: toolsets, keys, hosts, limits, admission, answers."""
 
-    toolsets: str = Field("core", description="comma list of: " + ", ".join(KNOWN_TOOLSETS))
+    toolsets: str = Field("core", description="comma list of: " + ", ".join(TOOLSETS))
     read_only: bool | None = Field(
         None, description="refuse write tools; default true for HTTP, false for the CLI"
     )

@@ -41,6 +41,6 @@ def _provider(settings: Settings, model: str) -> EmbeddingProvider:
         dimensions=settings.embedding_dimensions,
         batch_size=settings.embedding_batch_size,
         concurrency=settings.embedding_concurrency,
-        timeout=settings.embedding_timeout,
+        timeout=settings.embedding_timeout_s,
         retries=settings.embedding_retries,
     )

@@ -66,7 +66,7 @@ class OwnServer(OAuthGate):
         grants = GrantStore(
             pool,
             approvers,
-            ttl_s=(settings.oauth_access_ttl, settings.oauth_refresh_ttl),
+            ttl_s=(settings.oauth_access_ttl_s, settings.oauth_refresh_ttl_s),
             max_unused_clients=settings.oauth_max_unused_clients,
         )
         self.provider = PostgresProvider(
