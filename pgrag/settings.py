@@ -155,10 +155,6 @@ class Settings(
         """OAuth whenever authentication is on (keys or an admin password), unless off."""
         return self.oauth and (has_keys or self.admin_password is not None)
 
-    @property
-    def uses_embedded_postgres(self) -> bool:
-        return not self.database_url
-
 
 def load_settings(**overrides: object) -> Settings:
     """Build settings, turning validation errors into one line that names the variable."""

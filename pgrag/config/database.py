@@ -40,3 +40,7 @@ class DatabaseSettings(BaseModel):
         "WARNING", description="log level"
     )
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` logs")
+
+    @property
+    def uses_embedded_postgres(self) -> bool:
+        return not self.database_url
