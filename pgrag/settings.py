@@ -9,7 +9,7 @@ import re
 from functools import cached_property
 from typing import Any
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pgrag.config.database import DatabaseSettings, default_home
@@ -17,7 +17,9 @@ from pgrag.config.embedding import LOCAL_MODEL, EmbeddingSettings, LocalEngine
 from pgrag.config.ingest import IngestSettings
 from pgrag.config.oauth import OAuthSettings
 from pgrag.config.renamed import PREFIX, former_names
-from pgrag.config.serving import REGEX_TIMEOUT_MS, ServingSettings
+from pgrag.config.rerank import RerankSettings
+from pgrag.config.search import REGEX_TIMEOUT_MS, SearchSettings
+from pgrag.config.serving import ServingSettings
 from pgrag.config.toolsets import MODULES as TOOLSETS
 from pgrag.errors import ConfigError
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 # each group in its own module; re-exported here for the code that imports them from settings
 __all__ = [
     "DEPRECATED",
+    "GROUPS",
     "LOCAL_MODEL",
     "REGEX_TIMEOUT_MS",
     "LocalEngine",
@@ -35,9 +38,23 @@ __all__ = [
 ]
 
 
+# the groups in the order the docs and .env.example list them (pgrag/settings_table.py)
+GROUPS: tuple[type[BaseModel], ...] = (
+    DatabaseSettings,
+    EmbeddingSettings,
+    RerankSettings,
+    SearchSettings,
+    ServingSettings,
+    OAuthSettings,
+    IngestSettings,
+)
+
+
 class Settings(
     DatabaseSettings,
     EmbeddingSettings,
+    RerankSettings,
+    SearchSettings,
     ServingSettings,
     OAuthSettings,
     IngestSettings,
@@ -150,10 +167,6 @@ class Settings(
     @cached_property
     def toolset_list(self) -> list[str]:
         return self.toolsets.split(",")
-
-    def oauth_on(self, *, has_keys: bool) -> bool:
-        """OAuth whenever authentication is on (keys or an admin password), unless off."""
-        return self.oauth and (has_keys or self.admin_password is not None)
 
 
 def load_settings(**overrides: object) -> Settings:

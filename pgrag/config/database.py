@@ -13,17 +13,23 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("pgrag", appauthor=False))
 
 
-class DatabaseSettings(BaseModel):
+class HomeSettings(BaseModel):
+    """The folder pgrag keeps its files in, shared by the groups that write there."""
+
+    home: Path = Field(
+        default_factory=default_home, description="embedded cluster, caches (~/.local/share/pgrag)"
+    )
+
+
+class DatabaseSettings(HomeSettings):
     """Where the data lives: the database, the home folder, logs and retention."""
 
     database_url: str | None = Field(
         None, description="DSN of an existing Postgres; unset starts an embedded cluster"
     )
-    home: Path = Field(
-        default_factory=default_home, description="embedded cluster, caches (~/.local/share/pgrag)"
-    )
     distributed: bool | None = Field(
         None,
+        examples=[False],
         description="Citus: distribute the tables by collection (docs/scale-out.md); "
         "unset: detect the citus extension",
     )
@@ -32,9 +38,6 @@ class DatabaseSettings(BaseModel):
         ge=0,
         le=36500,
         description="days `pgrag serve` keeps search_log and audit_log rows (0: forever)",
-    )
-    query_cache_size: int = Field(
-        2048, ge=0, le=1_000_000, description="recent query vectors kept in memory (0: off)"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="log level"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from pgrag.config.database import HomeSettings
 
 
-class IngestSettings(BaseModel):
+class IngestSettings(HomeSettings):
     """Ingestion: chunking, OCR and the parse worker's bounds."""
 
     collection: str = Field(

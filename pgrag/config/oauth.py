@@ -19,6 +19,7 @@ class OAuthSettings(BaseModel):
     )
     public_url: str | None = Field(
         None,
+        examples=["https://rag.example.com"],
         description="the URL clients reach this server at (`https://rag.example.com`, behind a "
         "TLS proxy); unset: the bound address. OAuth metadata and token audience use it",
     )
@@ -66,3 +67,7 @@ class OAuthSettings(BaseModel):
         le=1_000_000,
         description="OAuth clients not yet approved that are kept (each is forgotten after a day)",
     )
+
+    def oauth_on(self, *, has_keys: bool) -> bool:
+        """OAuth whenever authentication is on (keys or an admin password), unless off."""
+        return self.oauth and (has_keys or self.admin_password is not None)
