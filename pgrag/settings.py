@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
-import re
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pgrag.config.database import DatabaseSettings, default_home
@@ -20,7 +18,6 @@ from pgrag.config.renamed import PREFIX, former_names
 from pgrag.config.rerank import RerankSettings
 from pgrag.config.search import REGEX_TIMEOUT_MS, SearchSettings
 from pgrag.config.serving import ServingSettings
-from pgrag.config.toolsets import MODULES as TOOLSETS
 from pgrag.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -67,102 +64,6 @@ class Settings(
     model_config = SettingsConfigDict(
         env_prefix="PGRAG_", extra="ignore", frozen=True, populate_by_name=True
     )
-
-    @field_validator("database_url")
-    @classmethod
-    def _parsable_dsn(cls, value: str | None) -> str | None:
-        """libpq's parse errors name no setting (and may quote the URL, password included):
-        say which variable is wrong, in libpq's words minus the URL."""
-        if not value:
-            return None
-        import psycopg
-        from psycopg.conninfo import conninfo_to_dict
-
-        try:
-            params = conninfo_to_dict(value)
-        except psycopg.ProgrammingError as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "unparsable"
-            reason = re.sub(r'\s*in URI: ".*"$', "", reason)
-            if "password" in value or re.search(r"://[^/@]*:[^/@]*@", value):  # a secret
-                reason = "it is not a valid connection string"
-            raise ValueError(
-                f"not a PostgreSQL connection string ({reason}); expected e.g. "
-                "postgresql://user:password@host:5432/dbname or 'host=... dbname=...'"
-            ) from None
-        port = str(params.get("port") or "")
-        if port and not all(p.strip().isdigit() for p in port.split(",")):
-            raise ValueError(f"port {port!r} is not a number")
-        return value
-
-    @field_validator("public_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        """An origin (the metadata paths are fixed at the root), kept without a slash."""
-        if value is None:
-            return None
-        if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
-            raise ValueError("must be an origin such as https://rag.example.com (no path)")
-        return value.rstrip("/")
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: str | None) -> str | None:
-        """Addresses or networks only: `*` would let any peer name itself anyone."""
-        names = [n.strip() for n in (value or "").split(",") if n.strip()]
-        for name in names:
-            try:
-                ipaddress.ip_network(name, strict=False)
-            except ValueError:
-                raise ValueError(f"{name!r} is not an IP address or network") from None
-        return ",".join(names) or None
-
-    @field_validator("toolsets")
-    @classmethod
-    def _known_toolsets(cls, value: str) -> str:
-        names = [t.strip() for t in value.split(",") if t.strip()]
-        unknown = [n for n in names if n not in TOOLSETS]
-        if unknown or not names:
-            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(TOOLSETS)}")
-        return ",".join(names)
-
-    @field_validator("graph_labels", "graph_relationship_types")
-    @classmethod
-    def _graph_names(cls, value: str) -> str:
-        names = [t.strip() for t in value.split(",") if t.strip()]
-        bad = [n for n in names if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,62}", n)]
-        if bad or not names:
-            raise ValueError(
-                f"expects a comma list of names (a letter, then letters, digits or _): {bad}"
-            )
-        return ",".join(names)
-
-    @field_validator("embedding_model")
-    @classmethod
-    def _model_has_provider(cls, value: str) -> str:
-        provider, _, name = value.partition("/")
-        if not provider or not name:
-            raise ValueError("expects provider/model, e.g. local/multilingual-e5-small")
-        if provider == "local" and value != LOCAL_MODEL:
-            raise ValueError(f"the bundled local model is {LOCAL_MODEL}")
-        if provider == "hash" and not name.isdigit():
-            raise ValueError("the test embedder is hash/<dimensions>, e.g. hash/384")
-        return value
-
-    @field_validator("rerank_model")
-    @classmethod
-    def _rerank_has_provider(cls, value: str | None) -> str | None:
-        if not value:
-            return None
-        provider, _, name = value.partition("/")
-        if not provider or not name:
-            raise ValueError("expects provider/model, e.g. cohere/rerank-v3.5")
-        return value
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> Settings:
-        if self.chunk_overlap >= self.chunk_tokens:
-            raise ValueError("chunk_overlap must be smaller than chunk_tokens")
-        return self
 
     @cached_property
     def toolset_list(self) -> list[str]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 def default_home() -> Path:
@@ -47,3 +48,29 @@ class DatabaseSettings(HomeSettings):
     @property
     def uses_embedded_postgres(self) -> bool:
         return not self.database_url
+
+    @field_validator("database_url")
+    @classmethod
+    def _parsable_dsn(cls, value: str | None) -> str | None:
+        """libpq's parse errors name no setting (and may quote the URL, password included):
+        say which variable is wrong, in libpq's words minus the URL."""
+        if not value:
+            return None
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(value)
+        except psycopg.ProgrammingError as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "unparsable"
+            reason = re.sub(r'\s*in URI: ".*"$', "", reason)
+            if "password" in value or re.search(r"://[^/@]*:[^/@]*@", value):  # a secret
+                reason = "it is not a valid connection string"
+            raise ValueError(
+                f"not a PostgreSQL connection string ({reason}); expected e.g. "
+                "postgresql://user:password@host:5432/dbname or 'host=... dbname=...'"
+            ) from None
+        port = str(params.get("port") or "")
+        if port and not all(p.strip().isdigit() for p in port.split(",")):
+            raise ValueError(f"port {port!r} is not a number")
+        return value

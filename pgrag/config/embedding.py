@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from pgrag.config.database import HomeSettings
 from pgrag.config.renamed import renamed_from
@@ -65,3 +65,15 @@ class EmbeddingSettings(HomeSettings):
     query_cache_size: int = Field(
         2048, ge=0, le=1_000_000, description="recent query vectors kept in memory (0: off)"
     )
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_has_provider(cls, value: str) -> str:
+        provider, _, name = value.partition("/")
+        if not provider or not name:
+            raise ValueError("expects provider/model, e.g. local/multilingual-e5-small")
+        if provider == "local" and value != LOCAL_MODEL:
+            raise ValueError(f"the bundled local model is {LOCAL_MODEL}")
+        if provider == "hash" and not name.isdigit():
+            raise ValueError("the test embedder is hash/<dimensions>, e.g. hash/384")
+        return value

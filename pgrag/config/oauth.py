@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from pgrag.config.renamed import renamed_from
 
@@ -71,3 +73,13 @@ class OAuthSettings(BaseModel):
     def oauth_on(self, *, has_keys: bool) -> bool:
         """OAuth whenever authentication is on (keys or an admin password), unless off."""
         return self.oauth and (has_keys or self.admin_password is not None)
+
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        """An origin (the metadata paths are fixed at the root), kept without a slash."""
+        if value is None:
+            return None
+        if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
+            raise ValueError("must be an origin such as https://rag.example.com (no path)")
+        return value.rstrip("/")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class RerankSettings(BaseModel):
@@ -33,3 +33,13 @@ class RerankSettings(BaseModel):
     rerank_timeout_s: float = Field(
         5.0, gt=0, le=8, description="seconds the reranker may take; then the fused order"
     )
+
+    @field_validator("rerank_model")
+    @classmethod
+    def _rerank_has_provider(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        provider, _, name = value.partition("/")
+        if not provider or not name:
+            raise ValueError("expects provider/model, e.g. cohere/rerank-v3.5")
+        return value

@@ -3,7 +3,10 @@ tools."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import ipaddress
+import re
+
+from pydantic import BaseModel, Field, field_validator
 
 from pgrag.config.toolsets import MODULES as TOOLSETS
 
@@ -86,3 +89,35 @@ class ServingSettings(BaseModel):
         "MENTIONS,RELATED_TO,PART_OF,WORKS_FOR,LOCATED_IN,CITES",
         description="comma list of the relationship types the `graph` tools accept",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str | None) -> str | None:
+        """Addresses or networks only: `*` would let any peer name itself anyone."""
+        names = [n.strip() for n in (value or "").split(",") if n.strip()]
+        for name in names:
+            try:
+                ipaddress.ip_network(name, strict=False)
+            except ValueError:
+                raise ValueError(f"{name!r} is not an IP address or network") from None
+        return ",".join(names) or None
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        unknown = [n for n in names if n not in TOOLSETS]
+        if unknown or not names:
+            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(TOOLSETS)}")
+        return ",".join(names)
+
+    @field_validator("graph_labels", "graph_relationship_types")
+    @classmethod
+    def _graph_names(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,62}", n)]
+        if bad or not names:
+            raise ValueError(
+                f"expects a comma list of names (a letter, then letters, digits or _): {bad}"
+            )
+        return ",".join(names)
