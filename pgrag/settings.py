@@ -70,8 +70,9 @@ class Settings(
         return self.toolsets.split(",")
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Build settings, turning validation errors into one line that names the variable."""
+def load_settings(*, warn_deprecated: bool = True, **overrides: object) -> Settings:
+    """Build settings, turning validation errors into one line that names the variable; a
+    former variable name in use is logged once (not by the call that configures logging)."""
     clean: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
         settings = Settings(**clean)
@@ -81,7 +82,7 @@ def load_settings(**overrides: object) -> Settings:
         name = _variable(field)
         msg = err["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{name}: {msg}") from None
-    for old, new in DEPRECATED.items():
+    for old, new in DEPRECATED.items() if warn_deprecated else ():
         if old in os.environ and old not in _warned:
             _warned.add(old)
             log.warning("%s is deprecated: set %s instead (same value)", old, new)

@@ -92,7 +92,7 @@ def configure_logging(overrides: dict[str, Any]) -> None:
     `json` writes one JSON object per line. A bad value is reported by the command itself."""
     level: str
     try:
-        settings = load_settings(**overrides)
+        settings = load_settings(warn_deprecated=False, **overrides)  # logging is not set up yet
         level, fmt = settings.log_level, settings.log_format
     except ConfigError:
         level, fmt = str(overrides.get("log_level") or "WARNING").upper(), "text"

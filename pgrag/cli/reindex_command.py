@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 import psycopg
 from rich.console import Console
@@ -34,7 +36,7 @@ RESUMABLE = {
 }
 
 
-def _target_settings(overrides: dict[str, object], model: str) -> Settings:
+def _target_settings(overrides: dict[str, Any], model: str) -> Settings:
     """The settings with the new model, validated like PGRAG_EMBEDDING_MODEL."""
     try:
         return load_settings(**{**overrides, "embedding_model": model})
