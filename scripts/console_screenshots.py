@@ -61,6 +61,10 @@ def shoot(base: str) -> None:
                 first = page.locator("#activity, #collections").first
                 first.wait_for()
                 pages = {"overview": "/", **pages, "documents": "/console/documents"}
+            for _ in range(5):  # the model loads (a busy machine: past the page's limit)
+                warm = page.goto(base + pages["search"])  # so the picture's search is warm
+                if warm is not None and warm.status == 200:
+                    break
             for name, path in pages.items():
                 page.goto(base + path)
                 page.screenshot(path=str(OUT / f"{name}{suffix}.png"), full_page=not suffix)

@@ -144,6 +144,70 @@ async def test_padding_a_slow_call_with_idle_ones_raises_its_own_rate(clock: Clo
         assert admission.wait_s("key:a") > 0  # charged: 1 s of its own, past 0.25
 
 
+@pytest.mark.anyio
+async def test_a_call_that_kept_its_backend_busy_is_charged_that_cpu(clock: Clock) -> None:
+    """Beside ten other calls, a 1.3 s call counts 2/11 of its wall time (0.24 s, under the
+    threshold); but its backend spent 1.2 s of CPU on it, the call's own cost: charged."""
+    admission = Admission(SHARE, 0.25, max_hold_s=10.0, cores=2, clock=clock)
+    async with contextlib.AsyncExitStack() as others:
+        for _ in range(10):
+            await _enter(admission, "key:normal", others)
+        async with admission.admitted("key:light", lambda: 0.01):
+            clock.now += 1.3
+        for _ in range(2):  # the first spends the burst, the second is owed
+            async with admission.admitted("key:busy", lambda: 1.2):
+                clock.now += 1.3
+    assert admission.wait_s("key:light") == 0  # neither its share of the time nor CPU
+    assert admission.wait_s("key:busy") > 0
+
+
+@pytest.mark.anyio
+async def test_while_others_run_a_caller_runs_at_most_one_call_per_core(clock: Clock) -> None:
+    """A charge is known only when a call ends: one key's 30 parallel calls beside another
+    caller start two at a time on two cores, the rest queue; alone, they all start."""
+    admission = Admission(SHARE, 0.25, max_hold_s=10.0, cores=2, clock=clock)
+    started: list[int] = []
+
+    async def call(release: asyncio.Event) -> None:
+        async with admission.admitted("key:hostile"):
+            started.append(admission.running["key:hostile"])
+            await release.wait()
+
+    async with admission.admitted("key:victim"):
+        release = asyncio.Event()
+        calls = [asyncio.create_task(call(release)) for _ in range(30)]
+        await asyncio.sleep(0.05)
+        assert len(started) == 2  # two cores: two running, 28 queued
+        release.set()
+        await asyncio.sleep(0.05)
+        assert max(started) == 2
+    await asyncio.gather(*calls)
+    assert len(started) == 30  # every queued call ran (the victim ended meanwhile)
+    lone = asyncio.Event()
+    alone = [asyncio.create_task(call(lone)) for _ in range(30)]
+    await asyncio.sleep(0.05)
+    assert admission.running["key:hostile"] == 30  # a lone caller is never queued
+    lone.set()
+    await asyncio.gather(*alone)
+
+
+@pytest.mark.anyio
+async def test_a_call_queued_past_the_longest_hold_is_refused(clock: Clock) -> None:
+    admission = Admission(SHARE, 0.25, max_hold_s=0.2, cores=1, clock=clock)
+    async with admission.admitted("key:victim"), admission.admitted("key:hostile"):
+        queued = asyncio.create_task(_enter_and_leave(admission, "key:hostile"))
+        await asyncio.sleep(0.05)
+        assert not queued.done()
+        clock.now += 0.3  # past the hold: its next look (within 0.2 s) refuses it
+        with pytest.raises(RateLimited):
+            await queued
+
+
+async def _enter_and_leave(admission: Admission, caller: str) -> None:
+    async with admission.admitted(caller):
+        pass
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,6 +17,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Browser, Page
 
+from tests.support.axe import serious_violations
 from tests.support.browser import Tab, chromium, tab
 from tests.support.commands import pgrag_cmd
 from tests.support.kb_server import (
@@ -378,35 +378,32 @@ def test_the_why_not_panel_names_what_kept_a_document_out(
             assert t.page.locator("#why-legs").count() == 0
 
 
-AXE_JS = Path(__file__).resolve().parent / "js" / "node_modules" / "axe-core" / "axe.min.js"
-
-
 @pytest.mark.requires("tests/js")
 def test_axe_core_finds_no_serious_violation(
     browser: Browser, kb_http: HttpServer, kb: KnowledgeBase
 ) -> None:
-    """WCAG 2 A/AA rules of axe-core (tests/js) on every main page, at both widths."""
-    assert AXE_JS.exists(), "run `npm --prefix tests/js ci` first"
+    """WCAG 2 A/AA rules of axe-core (tests/js) on every page of a read-only server with
+    keys, at both widths: signed out (sign-in), then signed in, in English and Chinese
+    (the other pages: tests/test_console_rough_edges.py, tests/test_console_language.py)."""
     pages = [
         "/",
         "/console/search?" + urlencode({**SAVED, "why_not": VENDOR}),
         "/console/documents",
         f"/console/documents/{kb.id(VENDOR)}",
+        "/console/documents/no-such-document",  # the error page
         "/console/eval",
         "/console/searches",
     ]
-    for width in (1280, 390):
+    for width, lang in ((1280, "en"), (390, "zh")):
         with tab(browser, width=width, bypass_csp=True) as t:
+            t.page.goto(kb_http.base + "/console/login")
+            assert serious_violations(t.page) == [], (width, "/console/login")
             sign_in(t, kb_http.base, FULL_KEY)
+            cookie = {"name": "pgrag_lang", "value": lang, "url": kb_http.base}
+            t.page.context.add_cookies([cookie])  # the header's switch, as a cookie
             for path in pages:
                 t.page.goto(kb_http.base + path)
-                t.page.add_script_tag(path=str(AXE_JS))
-                found = t.page.evaluate(
-                    """async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']}))
-                        .violations.filter(v => ['serious', 'critical'].includes(v.impact))
-                        .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '))"""
-                )
-                assert found == [], (width, path, found)
+                assert serious_violations(t.page) == [], (width, path)
 
 
 def test_documents_sort_and_filter(browser: Browser, kb_http: HttpServer) -> None:

@@ -14,7 +14,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.config.database import DatabaseSettings
-from pgrag.db import migrations, roles
+from pgrag.db import backend_cpu, migrations, roles
 from pgrag.db.embedded import start_embedded
 from pgrag.db.roles import RoleReport
 from pgrag.db.server_check import ServerInfo, ensure_server_ready
@@ -98,6 +98,7 @@ _returned_at: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = (
 
 async def _returned(conn: psycopg.AsyncConnection) -> None:
     _returned_at[conn] = time.monotonic()
+    backend_cpu.returned(conn)
 
 
 async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
@@ -107,6 +108,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
     returned = _returned_at.get(conn)
     if returned is None or time.monotonic() - returned > RECHECK_AFTER_IDLE_S:
         await AsyncConnectionPool.check_connection(conn)
+    backend_cpu.taken(conn)  # the check runs in the task that takes the connection
 
 
 @dataclass

@@ -225,6 +225,7 @@ def prepare_file(
         "author": doc.author,
         "created": fields.created_at.isoformat(),
         "modified": fields.modified_at.isoformat(),
+        "file_modified": mtime.isoformat(),  # the file's own (the console's document page)
     }
     fields.metadata = {**doc.metadata, **fields.metadata}
     shown: list[str | None] = []

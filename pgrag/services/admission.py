@@ -17,7 +17,10 @@ whose charges run ahead of its share of the server waits before its next call st
 client looping over slow requests (a regex that ends `TIMEOUT`, a 4,000-character query)
 takes at most that share, while callers whose calls stay under the threshold never wait.
 Holding is work-conserving: a caller is held only while other callers have calls running,
-so a lone client (a local agent, a script) is never slowed by it.
+so a lone client (a local agent, a script) is never slowed by it. While others run, a caller
+also runs at most C calls at once (its further calls queue): a charge is known only when a
+call ends, so without the cap one key's 30 parallel slow calls would all start, unpaid, at
+once.
 
 Callers are API keys and OAuth grants; anonymous HTTP callers are their peer address (behind
 a configured proxy: the address it forwards). Local callers (stdio, the CLI) are never held."""
@@ -85,6 +88,7 @@ class Admission:
         # at every start and end, when the rates change
         self._meters: dict[str, float] = {}
         self._metered_at = clock()
+        self._ended = asyncio.Event()  # set (and replaced) whenever a call ends
 
     def others_running(self, caller: str) -> bool:
         return sum(self.running.values()) > self.running.get(caller, 0)
@@ -112,29 +116,56 @@ class Admission:
                 self._forget_settled()
 
     @contextlib.asynccontextmanager
-    async def admitted(self, caller: str) -> AsyncIterator[None]:
+    async def admitted(
+        self, caller: str, measured: Callable[[], float] | None = None
+    ) -> AsyncIterator[None]:
         """Wait for the caller's share while others run (or refuse past MAX_HOLD_S), run the
-        call, charge what it cost."""
+        call, charge what it cost: its metered time, or what `measured` says it used of
+        the cores (its database backends' CPU time), whichever is more."""
         if self.share <= 0 or caller == LOCAL:
             yield
             return
+        deadline = self.clock() + self.max_hold_s
         wait = self.wait_s(caller) if self.others_running(caller) else 0.0
         if wait > self.max_hold_s:
             count_held_call("refused", 0.0)
-            raise RateLimited(
-                f"this caller's slow calls took more than {self.share:.0%} of the server's "
-                f"time: retry in {math.ceil(wait)} s, and narrow slow searches (a regex "
-                "without literal text, very long queries)",
-                detail={"retry_after_s": math.ceil(wait)},
-            )
+            raise self._refusal(wait)
         if wait > 0:
             count_held_call("held", wait)
             await asyncio.sleep(wait)
+        await self._turn(caller, deadline)  # no await between it and the start
         started = self._start(caller)
         try:
             yield
         finally:
-            self.charge(caller, self._end(caller) - started)
+            cost = self._end(caller) - started
+            self.charge(caller, max(cost, measured()) if measured else cost)
+
+    def parallel_full(self, caller: str) -> bool:
+        """The caller has C calls running while others run too: its next one queues."""
+        return self.running.get(caller, 0) >= self.cores and self.others_running(caller)
+
+    async def _turn(self, caller: str, deadline: float) -> None:
+        """Queue until the caller has a free one of its C parallel calls (or others stop)."""
+        if not self.parallel_full(caller):
+            return
+        queued = self.clock()
+        while self.parallel_full(caller):
+            left = deadline - self.clock()
+            if left <= 0:
+                count_held_call("refused", 0.0)
+                raise self._refusal(self.max_hold_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), left)
+        count_held_call("held", self.clock() - queued)
+
+    def _refusal(self, wait: float) -> RateLimited:
+        return RateLimited(
+            f"this caller's slow calls took more than {self.share:.0%} of the server's "
+            f"time: retry in {math.ceil(wait)} s, and narrow slow searches (a regex "
+            "without literal text, very long queries)",
+            detail={"retry_after_s": math.ceil(wait)},
+        )
 
     def _start(self, caller: str) -> float:
         self._meter()
@@ -147,6 +178,8 @@ class Admission:
         self.running[caller] -= 1
         if not self.running[caller]:
             del self.running[caller], self._meters[caller]
+        self._ended.set()
+        self._ended = asyncio.Event()
         return ended
 
     def _meter(self) -> None:

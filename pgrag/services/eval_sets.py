@@ -6,12 +6,15 @@ keep collection-limited keys away from it (an expected document may lie anywhere
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from pgrag.errors import InvalidArgument, NotFound
 from pgrag.search.engine import SearchService
 from pgrag.search.modes import SearchMode
+from pgrag.services.eval_compare import Compared, kept_summary, run_compared
 from pgrag.services.evaluation import EvalQuery, Outcome, report, run_queries
 from pgrag.store import eval_sets as store
 from pgrag.store.eval_sets import EvalRun, EvalSet
@@ -67,3 +70,58 @@ async def run_set(
 async def earlier_runs(pool: AsyncConnectionPool, set_name: str) -> list[EvalRun]:
     async with pool.connection() as conn:
         return await store.runs(conn, _checked(set_name), RUNS_SHOWN)
+
+
+async def run_set_compared(
+    service: SearchService,
+    set_name: str,
+    options: dict[str, dict[str, Any]],
+    modes: Sequence[SearchMode],
+    collection: str | None,
+) -> Compared:
+    """A stored set run with two ranking settings, kept as one run with both summaries."""
+    queries = await load_set(service.pool, set_name)
+    compared = await run_compared(service, queries, options, modes=modes, collection=collection)
+    kept = {
+        "summary": kept_summary(compared),
+        "queries": {"before": compared.before["queries"], "after": compared.after["queries"]},
+    }
+    async with service.pool.connection() as conn:
+        await store.add_run(
+            conn, set_name.strip(), service.provider.model, [m.value for m in modes], kept
+        )
+    return compared
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One run in one mode, and its before/after: the two settings of a comparison run,
+    else the run before it in the same mode (None for the first)."""
+
+    run: EvalRun
+    mode: str
+    overall: dict[str, Any]
+    compared: bool  # before/after are the two settings of this run
+    before: dict[str, Any] | None
+    after: dict[str, Any]
+
+    def change(self, metric: str) -> float | None:
+        x = (self.before or {}).get(metric)
+        y = self.after.get(metric)
+        return round(y - x, 4) if x is not None and y is not None else None
+
+
+def history(runs: Sequence[EvalRun]) -> list[HistoryRow]:
+    """The runs (newest first) as rows with a before/after for every metric of METRICS."""
+    rows: list[HistoryRow] = []
+    for i, run in enumerate(runs):
+        for mode, s in run.summary.items():
+            overall = s.get("overall") or {}
+            after = (s.get("after") or {}).get("overall")
+            if after is not None:
+                rows.append(HistoryRow(run, mode, overall, True, overall, after))
+                continue
+            older = next((r.summary[mode] for r in runs[i + 1 :] if mode in r.summary), None)
+            earlier = None if older is None else (older.get("after") or older).get("overall")
+            rows.append(HistoryRow(run, mode, overall, False, earlier, overall))
+    return rows

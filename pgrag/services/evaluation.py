@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -40,6 +38,11 @@ from pgrag.search.models import (
     SearchRequest,
 )
 from pgrag.search.modes import DISTINCT_MODES, SearchMode, mode_spec
+from pgrag.services.eval_metrics import METRICS as METRICS
+from pgrag.services.eval_metrics import Outcome as Outcome
+from pgrag.services.eval_metrics import metrics as metrics
+from pgrag.services.eval_metrics import report as report
+from pgrag.services.eval_metrics import summarise as summarise
 from pgrag.store import catalog
 
 EVAL_MODES = DISTINCT_MODES
@@ -228,32 +231,6 @@ def detect_language(text: str) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    """One query in one mode."""
-
-    query: str
-    mode: SearchMode
-    category: str
-    document: str
-    query_language: str
-    document_language: str
-    found: bool  # the expected document exists in the collection
-    rank: int | None  # position of the first result from the expected document (1-based)
-    location_ok: bool | None  # None when the query gives no location
-    answer_ok: bool | None  # None when the query gives no answer
-    first_location: dict[str, Any] | None = None  # that result's location
-    top: list[str] = field(default_factory=list)  # paths of the first three results
-    id: str | None = None
-    # among the expected document's results, the position of the first at the expected
-    # location (1: location_ok); None when none of them is
-    location_rank: int | None = None
-    first_chunk_id: int | None = None  # the chunk shown first for the expected document
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 async def _resolve(
     pool: AsyncConnectionPool, documents: Iterable[str], collection: str | None
 ) -> dict[str, tuple[set[str], str]]:
@@ -333,68 +310,3 @@ def _score(
         location_rank=location_rank,
         first_chunk_id=first.chunk_id if first else None,
     )
-
-
-# ------------------------------------------------------------------------------------------
-# metrics
-# ------------------------------------------------------------------------------------------
-
-METRICS = ("hit@1", "hit@3", "mrr", "location", "answer")
-
-
-def metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """hit@k and MRR@10 over all outcomes; location and answer accuracy over the outcomes
-    that give one (a query whose document is not returned counts as wrong there too)."""
-    n = len(outcomes)
-    ranks = [o.rank for o in outcomes]
-    loc = [o.location_ok for o in outcomes if o.location_ok is not None]
-    located = [o.location_rank for o in outcomes if o.location_ok is not None]
-    ans = [o.answer_ok for o in outcomes if o.answer_ok is not None]
-
-    def ratio(values: Sequence[bool]) -> float | None:
-        return round(sum(values) / len(values), 4) if values else None
-
-    return {
-        "n": n,
-        "hit@1": ratio([r is not None and r <= 1 for r in ranks]),
-        "hit@3": ratio([r is not None and r <= 3 for r in ranks]),
-        "mrr": round(sum(1 / r for r in ranks if r) / n, 4) if n else None,
-        "location": ratio(loc),
-        "location_n": len(loc),
-        # where the answer's chunk stands among its document's results (MRR over them)
-        "location_mrr": round(sum(1 / r for r in located if r) / len(located), 4)
-        if located
-        else None,
-        "answer": ratio(ans),
-        "answer_n": len(ans),
-    }
-
-
-def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """Per mode: overall, per category and per language pair (query → document)."""
-    by_mode: dict[SearchMode, list[Outcome]] = defaultdict(list)
-    for o in outcomes:
-        by_mode[o.mode].append(o)
-    out: dict[str, Any] = {}
-    for mode in sorted(by_mode, key=EVAL_MODES.index):
-        group = by_mode[mode]
-        cats: dict[str, list[Outcome]] = defaultdict(list)
-        langs: dict[str, list[Outcome]] = defaultdict(list)
-        for o in group:
-            cats[o.category].append(o)
-            langs[f"{o.query_language}→{o.document_language}"].append(o)
-        out[mode.value] = {
-            "overall": metrics(group),
-            "categories": {c: metrics(v) for c, v in sorted(cats.items())},
-            "languages": {k: metrics(v) for k, v in sorted(langs.items())},
-        }
-    return out
-
-
-def report(outcomes: Sequence[Outcome], missing: Sequence[str]) -> dict[str, Any]:
-    """The JSON of `pgrag eval --json` and of the benchmark."""
-    return {
-        "summary": summarise(outcomes),
-        "missing_documents": list(missing),
-        "queries": [o.as_dict() for o in outcomes],
-    }

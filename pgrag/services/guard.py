@@ -21,6 +21,7 @@ from pgrag.metrics import count_call
 from pgrag.services.audit import ToolCall, record_tool_call
 from pgrag.services.context import AppContext
 from pgrag.services.identity import current_account
+from pgrag.store.backend_cpu import metering
 
 ELIDE_KEYS = {"content", "text", "patch", "data", "key", "csrf", "queries"}
 SUCCESS = "SUCCESS"
@@ -72,9 +73,10 @@ async def guarded(
     account = current_account()
     ran = False
     try:
-        async with context.admission.admitted(account), limited(timeout):
-            ran = True
-            yield call
+        with metering() as cpu:
+            async with context.admission.admitted(account, cpu.seconds), limited(timeout):
+                ran = True
+                yield call
     except passthrough as exc:
         status = getattr(exc, "status_code", None)
         call.failed(f"HTTP_{status}" if status else str(ErrorCode.INVALID_ARGUMENT))

@@ -32,6 +32,12 @@ async def collection_names(pool: AsyncConnectionPool, scope: list[str] | None) -
         return await store.collection_names(conn, scope)
 
 
+async def file_types(pool: AsyncConnectionPool, scope: list[str] | None) -> list[str]:
+    """The file types a filter offers the caller: those of the documents it may see."""
+    async with scoped_connection(pool, scope) as conn:
+        return await store.file_types(conn, scope)
+
+
 async def score_parts(pool: AsyncConnectionPool, log_id: int) -> list[ScoreParts]:
     """The terms of each fused score of logged search `log_id`, replayed. Unscoped: the
     search log is an operator table the scoped role cannot read; callers pass only the id of

@@ -31,6 +31,12 @@ SELECT name FROM pgrag.collections
 WHERE %(scope)s::text[] IS NULL OR name = ANY(%(scope)s::text[])
 ORDER BY name
 """
+# the file-type filter's choices: a scan of the documents table alone (no chunk read)
+FILE_TYPES_SQL = """
+SELECT DISTINCT d.file_type FROM pgrag.documents d JOIN pgrag.collections c ON c.id = d.collection_id
+WHERE %(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[])
+ORDER BY 1 LIMIT 200
+"""
 DATABASE_SIZE_SQL = "SELECT pg_database_size(current_database())"
 EXPLAIN_PARTS_SQL = "SELECT * FROM pgrag.explain_parts(%s)"
 # what "Copy as SQL" gives: the logged search replayed in psql, ranked as it was
@@ -84,6 +90,12 @@ async def collections(
 async def collection_names(conn: psycopg.AsyncConnection, scope: list[str] | None) -> list[str]:
     """The names of the collections the caller may see (a filter's choices)."""
     rows = await (await conn.execute(COLLECTION_NAMES_SQL, {"scope": scope})).fetchall()
+    return [r[0] for r in rows]
+
+
+async def file_types(conn: psycopg.AsyncConnection, scope: list[str] | None) -> list[str]:
+    """The file types of the documents the caller may see (a filter's choices)."""
+    rows = await (await conn.execute(FILE_TYPES_SQL, {"scope": scope})).fetchall()
     return [r[0] for r in rows]
 
 

@@ -28,7 +28,7 @@ from pgrag.services.guard import Call, Transport, guarded
 from pgrag.services.identity import set_identity
 from pgrag.settings import Settings
 from pgrag.web import render
-from pgrag.web.i18n import MESSAGES, Lang, choose
+from pgrag.web.i18n import LANG_COOKIE, MESSAGES, NAMES, Lang, choose
 from pgrag.web.session import (
     ANONYMOUS,
     COOKIE,
@@ -131,6 +131,8 @@ class View:
             "writes": self.console.writes,
             "csrf": self.session.csrf,
             "path": self.request.url.path,
+            "here": here(self.request),
+            "languages": NAMES,
             "oauth": getattr(self.request.app.state, "oauth_issuer", None) is not None,
         }
         return self.keep(render.page(name, {**base, **values}, status))
@@ -147,6 +149,12 @@ class View:
     def error(self, exc: PgragError) -> Response:
         status = self.console.error_status.get(exc.code, 500)
         return self.page("error.html", status, code=str(exc.code), message=exc.message)
+
+
+def here(request: Request) -> str:
+    """This page's path and query: where the language switch comes back to."""
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
 
 
 def set_session(request: Request, response: Response, value: str) -> None:
@@ -173,7 +181,7 @@ async def view_of(request: Request) -> AsyncIterator[View]:
     fresh = session is None
     if session is None:
         session = sessions.new()
-    lang = choose(request.headers.get("accept-language"))
+    lang = choose(request.headers.get("accept-language"), request.cookies.get(LANG_COOKIE))
     view = View(console, request, session, sessions.caller(session), lang, fresh)
     if view.caller is not None and view.caller is not ANONYMOUS:
         set_identity(view.caller.name, view.caller.scope)

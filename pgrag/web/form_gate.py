@@ -22,7 +22,7 @@ from pgrag.errors import ErrorCode
 from pgrag.request_checks import MIB, SMALL_FORM_BYTES, header, same_origin, within
 from pgrag.services.uploads import MAX_UPLOAD_BYTES
 from pgrag.web import render
-from pgrag.web.i18n import MESSAGES, choose
+from pgrag.web.i18n import LANG_COOKIE, MESSAGES, choose
 from pgrag.web.pages.evaluation import MAX_FILE_BYTES
 from pgrag.web.session import COOKIE, Sessions
 
@@ -91,7 +91,7 @@ class FormGate:
 
 
 def _error(scope: Scope, status: int, code: ErrorCode, message: str) -> Response:
-    lang = choose(header(scope, b"accept-language"))
+    lang = choose(header(scope, b"accept-language"), Request(scope).cookies.get(LANG_COOKIE))
     values = {"t": MESSAGES[lang], "lang": lang.value, "caller": None}
     response = render.page("error.html", {**values, "code": str(code), "message": message}, status)
     response.headers["Connection"] = "close"  # the unread body is not waited for

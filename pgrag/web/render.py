@@ -26,14 +26,36 @@ SECURITY_HEADERS = {
 }
 
 
+# letters and digits of scripts written with spaces between words (not CJK, kana, hangul):
+# a term starting or ending with one is marked only where the word starts or ends there
+_SPACED = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
+_IS_SPACED = re.compile(_SPACED)
+
+
+def _bounded(term: str) -> str:
+    """The term's pattern: "EU" never inside "EUR"; a Chinese term anywhere (no spaces);
+    a word of 4 letters or more with the short ending search matches too (heron: herons,
+    as keywords.stem strips it), marked whole."""
+    before = f"(?<!{_SPACED})" if _IS_SPACED.match(term[0]) else ""
+    after = ""
+    if _IS_SPACED.match(term[-1]):
+        after = (f"{_SPACED}{{0,4}}" if len(term) >= 4 else "") + f"(?!{_SPACED})"
+    return before + re.escape(term) + after
+
+
 def highlight(text: str, words: Iterable[str]) -> Markup:
-    """The text, escaped, with each matched keyword in <mark>."""
-    safe = str(escape(text))
-    terms = sorted({str(escape(w)) for w in words if w.strip()}, key=len, reverse=True)
+    """The text, escaped, with each matched keyword in <mark>: whole words only (matched
+    on the text, then escaped, so a term never lands inside an HTML entity)."""
+    terms = sorted({w.strip() for w in words if w.strip()}, key=len, reverse=True)
     if not terms:
-        return Markup(safe)
-    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
-    return Markup(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", safe))
+        return escape(text)
+    pattern = re.compile("|".join(_bounded(t) for t in terms), re.IGNORECASE)
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        out.append(f"{escape(text[last : m.start()])}<mark>{escape(m.group(0))}</mark>")
+        last = m.end()
+    out.append(str(escape(text[last:])))
+    return Markup("".join(out))
 
 
 def human_bytes(n: int | None) -> str:

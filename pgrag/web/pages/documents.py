@@ -13,6 +13,7 @@ from pgrag.services import documents as docs
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
 from pgrag.services.documents import DocumentSort
+from pgrag.services.overview import file_types
 from pgrag.services.reingest import reingest
 from pgrag.web.core import View, html_errors, view_of
 
@@ -65,6 +66,7 @@ async def documents_page(
         statuses=STATUSES,
         sorts=[s.value for s in DocumentSort],
         folders=found.folders,
+        file_types=await file_types(view.context.pool, view.scope),
         deleted=view.request.query_params.get("deleted") == "1",
     )
 
@@ -72,7 +74,8 @@ async def documents_page(
 @router.get("/console/documents/{document_id}")
 @html_errors
 async def document_page(view: Page, document_id: str) -> Response:
-    doc = await document_view(view.context.pool, document_id, view.scope)
+    follow = view.console.settings.follow_links_inside_root
+    doc = await document_view(view.context.pool, document_id, view.scope, follow_links=follow)
     # after "Re-ingest": the page follows the document's status to ready or failed
     # (static/upload.js), then loads again with `reingested=1`: the new version, and how
     # the re-ingest ended

@@ -7,16 +7,26 @@ resolves expected documents across all of them."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from pgrag.errors import Forbidden, InvalidArgument
+from pgrag.search.models import Fusion
 from pgrag.search.modes import SearchMode, mode_spec
-from pgrag.services.eval_sets import earlier_runs, list_sets, run_set, save_cases
+from pgrag.services.eval_compare import knob_settings, run_compared
+from pgrag.services.eval_sets import (
+    earlier_runs,
+    history,
+    list_sets,
+    run_set,
+    run_set_compared,
+    save_cases,
+)
 from pgrag.services.evaluation import (
+    CASE_OPTIONS,
     EVAL_MODES,
     METRICS,
     EvalQuery,
@@ -57,7 +67,10 @@ async def _page(view: View, set_name: str, **values: Any) -> Response:
         modes=FORM_MODES,
         metrics=METRICS,
         sets=await list_sets(pool),
-        runs=runs,
+        runs=history(runs),
+        knobs=CASE_OPTIONS,
+        fusions=get_args(Fusion),
+        reranks=view.context.search.reranker is not None,
         **{"chosen": ["hybrid"], **values},
     )
 
@@ -101,23 +114,36 @@ async def eval_run(
     """Pasted or uploaded queries (kept in the set named, if one is), else the named set."""
     checked_post(view, csrf)
     chosen = [SearchMode(m) for m in modes or () if m in FORM_MODES] or [SearchMode.HYBRID]
-    search, scope = view.context.search, collection or None
-    if queries.strip() or (file is not None and file.filename):
-        parsed = await _queries(queries, file)
-        if set_name.strip():
-            await save_cases(view.context.pool, set_name, parsed, view.signed_in.name)
-            run = run_set(search, set_name, chosen, scope)
-        else:
-            run = run_queries(search, parsed, modes=chosen, collection=scope)
-    elif set_name.strip():
-        run = run_set(search, set_name, chosen, scope)
-    else:
+    posted = await view.request.form()
+    knob_form = {k: str(v)[:100] for k, v in posted.items() if k.startswith(("before_", "after_"))}
+    options = knob_settings(knob_form)
+    search, scope, name = view.context.search, collection or None, set_name.strip()
+    pasted = bool(queries.strip() or (file is not None and file.filename))
+    if not pasted and not name:
         raise InvalidArgument("paste queries, upload a JSONL file or name a stored set")
-    result = report(*await asyncio.wait_for(run, EVAL_TIMEOUT_S))
-    form = {"queries": queries, "collection": collection, "set": set_name.strip()}
+    parsed = await _queries(queries, file) if pasted else []
+    if pasted and name:
+        await save_cases(view.context.pool, name, parsed, view.signed_in.name)
+    compared = None
+    if options is not None:
+        run_c = (
+            run_set_compared(search, name, options, chosen, scope)
+            if name
+            else run_compared(search, parsed, options, modes=chosen, collection=scope)
+        )
+        compared = await asyncio.wait_for(run_c, EVAL_TIMEOUT_S)
+        result = compared.after
+    else:
+        run = (
+            run_set(search, name, chosen, scope)
+            if name
+            else run_queries(search, parsed, modes=chosen, collection=scope)
+        )
+        result = report(*await asyncio.wait_for(run, EVAL_TIMEOUT_S))
+    form = {"queries": queries, "collection": collection, "set": name, **knob_form}
     misses = [_miss(q, collection) for q in result["queries"] if q["rank"] != 1]
     return await _page(
-        view, set_name.strip(), chosen=chosen, form=form, result=result, misses=misses
+        view, name, chosen=chosen, form=form, result=result, misses=misses, compared=compared
     )
 
 

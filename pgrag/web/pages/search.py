@@ -16,8 +16,10 @@ from pgrag.search.flat import flat_values, from_flat
 from pgrag.search.models import Fusion, SearchRequest, SearchScope
 from pgrag.search.modes import SearchMode
 from pgrag.services.evaluation import CASE_OPTIONS
-from pgrag.services.overview import collection_names, reproduce_sql, score_parts
+from pgrag.services.overview import collection_names, file_types, reproduce_sql, score_parts
+from pgrag.services.previews import has_pages
 from pgrag.web.core import View, html_errors, view_of
+from pgrag.web.i18n import MESSAGES
 from pgrag.web.pages.why_not import why_not
 
 router = APIRouter(include_in_schema=False)
@@ -60,8 +62,10 @@ async def search_page(view: Page) -> Response:
         "filters_set": any(form[k] != DEFAULTS.get(k, "") for k in MORE_FIELDS),
         "reranks": view.context.search.reranker is not None,
         "collections": await collection_names(view.context.pool, view.scope),
+        "file_types": await file_types(view.context.pool, view.scope),
         "back": f"{view.request.url.path}?{view.request.url.query}",
         "saved": params.get("saved", "")[:200],
+        "previews": {},
     }
     if not form["q"]:
         return view.page("search.html", **values)
@@ -75,8 +79,9 @@ async def search_page(view: Page) -> Response:
     values.update(
         data=data,
         keywords=_keywords(data.results),
-        shown_mode=_mode_label(req),
+        shown_mode=_mode_label(req, MESSAGES[view.lang]),
         counted=counted(data, max(view.context.search.fusion.pool_size, req.limit)),
+        previews=_previews(data.results),
         case_options=json.dumps(req.model_dump(mode="json", include=_chosen(req))),
     )
     if data.search_id is not None and req.spec.replayable and req.scope == "chunks":
@@ -96,12 +101,22 @@ def _chosen(req: SearchRequest) -> set[str]:
     return {n for n in CASE_OPTIONS if n in req.model_fields_set}
 
 
-def _mode_label(req: SearchRequest) -> str:
+def _mode_label(req: SearchRequest, t: dict[str, str]) -> str:
     """`exact` runs as keyword: shown as both, not as keyword alone."""
     ran = req.spec.name.value
-    return ran if req.mode.value == ran else f"{ran} ({req.mode.value})"
+    shown = t[f"mode_{ran}"]
+    return shown if req.mode.value == ran else f"{shown} ({req.mode.value})"
 
 
 def _keywords(hits: list[Any]) -> dict[int, list[str]]:
     """Each hit's matched words, for highlighting its snippets."""
     return {h.chunk_id: sorted({w for s in h.snippets for w in s.keywords_matched}) for h in hits}
+
+
+def _previews(hits: list[Any]) -> dict[int, int]:
+    """The page to show beside each hit of a PDF or an image: its location's page."""
+    shown = {}
+    for h in hits:
+        if has_pages(h.path.rsplit(".", 1)[-1].lower()):
+            shown[h.chunk_id] = h.location.page or 1
+    return shown

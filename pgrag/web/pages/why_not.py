@@ -44,6 +44,8 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
     out.path = doc.row.path
     out.last = data.results[-1] if data.results else None
     out.shown_rank = next((h.rank for h in data.results if h.document_id == doc.id), None)
+    if out.shown_rank is not None:  # nothing kept it out: say where it is, no score table
+        return out
     if doc.row.status != "ready":
         detail = f"{doc.row.status} {doc.row.error_code or ''} {doc.row.error_detail or ''}"
         out.reasons.append(("why_status", detail.strip()))
