@@ -15,15 +15,16 @@ from hypothesis import strategies as st
 from jsonschema.validators import validator_for
 from mcp.server import MCPServer
 
+from pgrag.config.toolsets import MODULES as TOOLSETS
 from pgrag.mcp.output_schema import compact_schema
 from pgrag.mcp.server import build_server
-from pgrag.settings import KNOWN_TOOLSETS, load_settings
+from pgrag.settings import load_settings
 
 
 def _schemas() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """toolset/tool -> (schema as pydantic generates it, schema as pgrag publishes it)."""
     out = {}
-    all_but_rag = ",".join(t for t in KNOWN_TOOLSETS if t != "rag")  # rag excludes core
+    all_but_rag = ",".join(t for t in TOOLSETS if t != "rag")  # rag excludes core
     for toolsets in (all_but_rag, "rag"):
         server = build_server(load_settings(database_url="postgresql:///x", toolsets=toolsets))
         original = asyncio.run(MCPServer.list_tools(server))

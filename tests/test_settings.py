@@ -1,9 +1,12 @@
+import logging
 from pathlib import Path
 
 import pytest
 
+from pgrag import settings as settings_module
+from pgrag.cli import cli
 from pgrag.errors import ConfigError
-from pgrag.settings import LOCAL_MODEL, load_settings
+from pgrag.settings import DEPRECATED, LOCAL_MODEL, Settings, load_settings
 
 
 def test_defaults_are_zero_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,3 +66,56 @@ def test_overlap_must_be_below_chunk_size() -> None:
 def test_overrides_beat_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGRAG_COLLECTION", "from-env")
     assert load_settings(collection="from-flag").collection == "from-flag"
+
+
+@pytest.mark.parametrize(
+    ("old", "field", "value"),
+    [
+        ("PGRAG_EMBEDDING_TIMEOUT", "embedding_timeout_s", 7.5),
+        ("PGRAG_OAUTH_ACCESS_TTL", "oauth_access_ttl_s", 600),
+        ("PGRAG_OAUTH_REFRESH_TTL", "oauth_refresh_ttl_s", 7200),
+    ],
+)
+def test_a_renamed_variable_still_works_and_is_named_deprecated(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    old: str,
+    field: str,
+    value: float,
+) -> None:
+    new = f"PGRAG_{field.upper()}"
+    assert DEPRECATED[old] == new
+    monkeypatch.delenv(new, raising=False)
+    monkeypatch.setenv(old, str(value))
+    monkeypatch.setattr(settings_module, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="pgrag.settings"):
+        assert getattr(load_settings(), field) == value
+    assert f"{old} is deprecated: set {new} instead" in caplog.text
+    monkeypatch.setenv(new, str(value * 2))  # the new name wins
+    assert getattr(load_settings(), field) == value * 2
+
+
+def test_a_bad_value_under_a_former_name_names_that_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PGRAG_OAUTH_ACCESS_TTL_S", raising=False)
+    monkeypatch.setenv("PGRAG_OAUTH_ACCESS_TTL", "5")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).startswith("PGRAG_OAUTH_ACCESS_TTL: ")
+
+
+def test_a_renamed_setting_keeps_its_former_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PGRAG_EMBEDDING_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("PGRAG_EMBEDDING_TIMEOUT", raising=False)
+    for flag in ("--embedding-timeout", "--embedding-timeout-s"):
+        params = cli.make_context("pgrag", [flag, "4.5", "doctor"]).params
+        assert load_settings(**params).embedding_timeout_s == 4.5
+
+
+def test_every_duration_names_its_unit() -> None:
+    """Times end in `_s`, `_ms` or `_days` (issue 41: units in names were mixed)."""
+    words = ("timeout", "ttl", "retention", "slow_call")
+    timed = [name for name in Settings.model_fields if any(w in name for w in words)]
+    assert timed, "the check found the time settings"
+    assert [n for n in timed if not n.endswith(("_s", "_ms", "_days"))] == []

@@ -21,9 +21,9 @@ from pgrag.cli.signals import (
     stop_signal_name,
     was_stopped,
 )
-from pgrag.db.embedded import release_embedded
 from pgrag.display import printable
 from pgrag.errors import ConfigError, PgragError, setup_error
+from pgrag.runtime import release_embedded
 
 # commands register themselves on `cli` when imported
 from pgrag.cli import (  # noqa: F401  isort: skip

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 from rich.markup import escape
 
+from pgrag.config.renamed import former_names
 from pgrag.display import printable
 from pgrag.errors import ConfigError
 from pgrag.settings import Settings, load_settings
@@ -42,8 +43,15 @@ def _settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """One --flag per settings field; values are validated by the settings model."""
     for name, info in reversed(Settings.model_fields.items()):
         flag = "--" + name.replace("_", "-")
+        # a renamed setting's former flag still works (its variable does too: settings.py)
+        former = [
+            f"--{old.removeprefix('PGRAG_').lower().replace('_', '-')}"
+            for old in former_names(info.validation_alias)
+        ]
         help_text = f"{info.description or ''} [env PGRAG_{name.upper()}]"
-        func = click.option(flag, name, default=None, help=help_text, metavar="VALUE")(func)
+        func = click.option(flag, *former, name, default=None, help=help_text, metavar="VALUE")(
+            func
+        )
     return func
 
 
@@ -84,7 +92,7 @@ def configure_logging(overrides: dict[str, Any]) -> None:
     `json` writes one JSON object per line. A bad value is reported by the command itself."""
     level: str
     try:
-        settings = load_settings(**overrides)
+        settings = load_settings(warn_deprecated=False, **overrides)  # logging is not set up yet
         level, fmt = settings.log_level, settings.log_format
     except ConfigError:
         level, fmt = str(overrides.get("log_level") or "WARNING").upper(), "text"

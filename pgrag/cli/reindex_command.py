@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 import psycopg
 from rich.console import Console
@@ -16,10 +18,9 @@ from rich.progress import (
 from rich.table import Table
 
 from pgrag.cli.app import cli, run, state
-from pgrag.db.database import open_database
-from pgrag.embeddings import make_provider
 from pgrag.errors import ConfigError, ErrorCode, PgragError
 from pgrag.ingest.reindex import ReindexEvent, ReindexResult, reindex
+from pgrag.runtime import open_runtime
 from pgrag.settings import Settings, load_settings
 
 out = Console()
@@ -35,7 +36,7 @@ RESUMABLE = {
 }
 
 
-def _target_settings(overrides: dict[str, object], model: str) -> Settings:
+def _target_settings(overrides: dict[str, Any], model: str) -> Settings:
     """The settings with the new model, validated like PGRAG_EMBEDDING_MODEL."""
     try:
         return load_settings(**{**overrides, "embedding_model": model})
@@ -82,32 +83,28 @@ def reindex_command(
     target = _target_settings(st.overrides, model)
 
     async def go() -> ReindexResult:
-        provider = make_provider(target, model)
-        try:
-            async with open_database(settings, max_size=2) as db:
-                with Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("chunks"),
-                    TimeElapsedColumn(),
-                    TimeRemainingColumn(),
-                    console=err,
-                    disable=quiet,
-                    transient=True,
-                ) as bar:
-                    task = bar.add_task(f"embedding with {model}", total=None)
+        async with open_runtime(target, max_pool=2) as rt:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("chunks"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                disable=quiet,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(f"embedding with {model}", total=None)
 
-                    def report(ev: ReindexEvent) -> None:
-                        bar.update(task, completed=ev.done, total=ev.total)
-                        if ev.kind == "switch" and drop_old:
-                            bar.update(task, description="switched; dropping the old set")
+                def report(ev: ReindexEvent) -> None:
+                    bar.update(task, completed=ev.done, total=ev.total)
+                    if ev.kind == "switch" and drop_old:
+                        bar.update(task, description="switched; dropping the old set")
 
-                    return await reindex(
-                        db.pool, settings.collection, provider, drop_old=drop_old, reporter=report
-                    )
-        finally:
-            await provider.aclose()
+                return await reindex(
+                    rt.db.pool, settings.collection, rt.provider, drop_old=drop_old, reporter=report
+                )
 
     try:
         result = run(go)

@@ -47,7 +47,9 @@ def serve(
     from pgrag.http.auth import parse_api_keys
 
     keys = parse_api_keys(settings.api_keys) if transport == "http" else []
-    dsn = run(lambda: _preflight(settings, scoped=any(k.collections is not None for k in keys)))
+    from pgrag.runtime import preflight
+
+    dsn = run(lambda: preflight(settings, scoped=any(k.collections is not None for k in keys)))
     database = _describe_database(settings, dsn)
     from pgrag.services.context import read_only
 
@@ -84,24 +86,6 @@ def serve(
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: how a server ends, so exit 0
         note_interrupted()
         _say(f"stopped ({stop_signal_name()})")
-
-
-async def _preflight(settings: Settings, *, scoped: bool) -> str:
-    """Start (or reach) the database, check it and apply migrations, and check that scoped
-    keys can be enforced: every set-up problem is a one-line error here, before a server
-    framework would report it as a start-up traceback."""
-    from pgrag.db.database import connect, prepare, resolve_dsn
-    from pgrag.db.scope import check_scoping_possible
-
-    dsn = resolve_dsn(settings)
-    await prepare(dsn)
-    if scoped:
-        conn = await connect(dsn)
-        try:
-            await check_scoping_possible(conn)
-        finally:
-            await conn.close()
-    return dsn
 
 
 def _describe_database(settings: Settings, dsn: str) -> str:

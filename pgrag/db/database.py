@@ -13,17 +13,17 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.config.database import DatabaseSettings
 from pgrag.db import backend_cpu, migrations, roles
 from pgrag.db.embedded import start_embedded
 from pgrag.db.roles import RoleReport
 from pgrag.db.server_check import ServerInfo, ensure_server_ready
 from pgrag.errors import DatabaseError, DatabaseSetupError
-from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def resolve_dsn(settings: Settings) -> str:
+def resolve_dsn(settings: DatabaseSettings) -> str:
     """The configured DSN, or the embedded cluster's (started on demand)."""
     if settings.database_url:
         return settings.database_url
@@ -120,7 +120,7 @@ class Database:
 
 @contextlib.asynccontextmanager
 async def open_database(
-    settings: Settings, *, min_size: int = 1, max_size: int = 10, dsn: str | None = None
+    settings: DatabaseSettings, *, min_size: int = 1, max_size: int = 10, dsn: str | None = None
 ) -> AsyncIterator[Database]:
     dsn = dsn or resolve_dsn(settings)
     info = await prepare(dsn, distributed=settings.distributed)

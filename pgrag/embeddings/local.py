@@ -11,9 +11,10 @@ from typing import Protocol
 
 import numpy as np
 
+from pgrag.config.database import default_home
+from pgrag.config.embedding import LocalEngine
 from pgrag.embeddings.base import EmbeddingProvider, EngineNote
 from pgrag.embeddings.e5.engine import Engine, cpu_count, load_engine
-from pgrag.settings import LocalEngine, default_home
 
 MAX_QUERY_TOKENS = 500  # e5 reads 512 tokens, "query: " and the special tokens included
 _SHORT_QUERY_CHARS = 400  # below this a text is far from MAX_QUERY_TOKENS: no count needed

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from pgrag.config.embedding import EmbeddingSettings
 from pgrag.embeddings.base import EmbeddingProvider
-from pgrag.settings import Settings
 
 
-def make_provider(settings: Settings, model: str | None = None) -> EmbeddingProvider:
+def make_provider(settings: EmbeddingSettings, model: str | None = None) -> EmbeddingProvider:
     provider = _provider(settings, model or settings.embedding_model)
     provider.cache_queries(settings.query_cache_size)
     return provider
 
 
-def _provider(settings: Settings, model: str) -> EmbeddingProvider:
+def _provider(settings: EmbeddingSettings, model: str) -> EmbeddingProvider:
     provider, _, _name = model.partition("/")
     if provider == "local":
         from pgrag.embeddings.local import LocalE5Provider
@@ -41,6 +41,6 @@ def _provider(settings: Settings, model: str) -> EmbeddingProvider:
         dimensions=settings.embedding_dimensions,
         batch_size=settings.embedding_batch_size,
         concurrency=settings.embedding_concurrency,
-        timeout=settings.embedding_timeout,
+        timeout=settings.embedding_timeout_s,
         retries=settings.embedding_retries,
     )

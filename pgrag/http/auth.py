@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pgrag.config.oauth import OAuthSettings
 from pgrag.errors import ErrorBody, ErrorCode
 from pgrag.http.errors import RestErrorBody, send_rest_error
 from pgrag.http.jsonrpc import send_error
@@ -18,7 +19,6 @@ from pgrag.http.oauth.gate import OAuthGate
 from pgrag.services.auth_throttle import AuthThrottle, TooManyFailures
 from pgrag.services.caller_names import keyed
 from pgrag.services.identity import set_identity, set_may_write
-from pgrag.settings import Settings
 
 OPEN_PATHS = {"/healthz"}
 MCP_PATHS = {"/mcp", "/sse"}
@@ -51,7 +51,7 @@ def parse_api_keys(spec: str | None) -> list[ApiKey]:
     return keys
 
 
-def admin_keys(settings: Settings) -> list[ApiKey]:
+def admin_keys(settings: OAuthSettings) -> list[ApiKey]:
     """The admin password as a console sign-in with full access (never a bearer key)."""
     password = settings.admin_password
     return [ApiKey(password.get_secret_value(), None)] if password else []

@@ -20,12 +20,12 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from pgrag.config.rerank import RerankSettings
 from pgrag.embeddings.remote import import_litellm
 from pgrag.metrics import observe_rerank
 from pgrag.search import sql
 from pgrag.search.options import FusionParams
 from pgrag.search.ranking import RankInput, rank
-from pgrag.settings import Settings
 from pgrag.store.rows import RankedRow
 from pgrag.tokens import encoding
 
@@ -56,7 +56,7 @@ class RerankConfig:
     timeout_s: float
 
     @classmethod
-    def of(cls, settings: Settings) -> RerankConfig | None:
+    def of(cls, settings: RerankSettings) -> RerankConfig | None:
         """The operator's rerank settings, or None when no rerank model is set."""
         if not settings.rerank_model:
             return None
@@ -178,7 +178,7 @@ class Reranker:
         self._answers: OrderedDict[str, list[float]] = OrderedDict()
 
     @classmethod
-    def of(cls, settings: Settings) -> Reranker | None:
+    def of(cls, settings: RerankSettings) -> Reranker | None:
         config = RerankConfig.of(settings)
         return cls(config) if config else None
 

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.config.serving import ServingSettings
 from pgrag.db.scope import scoped_connection
 from pgrag.errors import InvalidArgument, NotFound
 from pgrag.services import documents as docs
@@ -27,7 +28,6 @@ from pgrag.services.graph_checks import (
     no_relationship,
     parse_uuid,
 )
-from pgrag.settings import Settings
 from pgrag.store import graph as store
 from pgrag.store.graph import FoundNode, FoundRelationship, NodeRow, RelationshipRow, ScoredNodeRow
 
@@ -60,7 +60,7 @@ class GraphService:
     """Graph reads and writes over a pool, with the operator's label / type allow-lists."""
 
     pool: AsyncConnectionPool
-    settings: Settings
+    settings: ServingSettings
 
     def label(self, value: str) -> str:
         allowed = allow_list(self.settings.graph_labels)

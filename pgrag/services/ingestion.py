@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
+from pgrag.config.ingest import IngestSettings
 from pgrag.embeddings.base import EmbeddingProvider
-from pgrag.settings import Settings
 from pgrag.store.interrupted import fail_interrupted
 from pgrag.store.vectors import collections_waiting
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def make_ingestor(
-    settings: Settings,
+    settings: IngestSettings,
     pool: AsyncConnectionPool,
     provider: EmbeddingProvider,
     *,
@@ -54,7 +54,7 @@ def make_ingestor(
 
 
 async def resume_vectors(
-    settings: Settings, pool: AsyncConnectionPool, provider: EmbeddingProvider
+    settings: IngestSettings, pool: AsyncConnectionPool, provider: EmbeddingProvider
 ) -> None:
     """The vectors earlier runs left missing (killed between the phases, provider down), in
     every collection embedded with the provider's model: `pgrag serve` at start. First,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from pgrag.settings import LocalEngine
+from pgrag.config.embedding import LocalEngine
 
 if TYPE_CHECKING:
     from pgrag.embeddings.e5.runtime import Runner

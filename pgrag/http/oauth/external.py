@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import jwt
 
+from pgrag.config.oauth import OAuthSettings
 from pgrag.http.oauth.gate import OAuthGate, Principal
 from pgrag.services.caller_names import keyed
-from pgrag.settings import Settings
 
 log = logging.getLogger(__name__)
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"]
@@ -30,7 +30,7 @@ def _words(value: Any) -> list[str] | None:
 
 
 class ExternalIssuer(OAuthGate):
-    def __init__(self, settings: Settings, base: str) -> None:
+    def __init__(self, settings: OAuthSettings, base: str) -> None:
         assert settings.oauth_issuer is not None
         super().__init__(base, settings.oauth_issuer)
         jwks_url = settings.oauth_jwks_url or settings.oauth_issuer + "/.well-known/jwks.json"

@@ -19,6 +19,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Request
 from psycopg_pool import AsyncConnectionPool
 from starlette.routing import Route
 
+from pgrag.config.oauth import OAuthSettings
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.http.auth import ApiKey, admin_keys
 from pgrag.http.oauth.client_documents import DocumentFetcher
@@ -29,7 +30,6 @@ from pgrag.http.oauth.provider import PostgresProvider, same_resource
 from pgrag.services.context import SharedContext
 from pgrag.services.oauth import SCOPES
 from pgrag.services.oauth_tokens import Approvers, GrantStore
-from pgrag.settings import Settings
 
 CONSENT_PATH = "/console/oauth/consent"
 AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
@@ -38,7 +38,7 @@ AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
 WELL_KNOWN = "/.well-known/"
 
 
-def public_url(settings: Settings, host: str, port: int) -> str:
+def public_url(settings: OAuthSettings, host: str, port: int) -> str:
     """PGRAG_PUBLIC_URL, else the bound address (a wildcard bind answers as localhost)."""
     if settings.public_url:
         return settings.public_url
@@ -54,7 +54,7 @@ class OwnServer(OAuthGate):
 
     def __init__(
         self,
-        settings: Settings,
+        settings: OAuthSettings,
         base: str,
         pool: Callable[[], AsyncConnectionPool],
         keys: Sequence[ApiKey],
@@ -66,7 +66,7 @@ class OwnServer(OAuthGate):
         grants = GrantStore(
             pool,
             approvers,
-            ttl_s=(settings.oauth_access_ttl, settings.oauth_refresh_ttl),
+            ttl_s=(settings.oauth_access_ttl_s, settings.oauth_refresh_ttl_s),
             max_unused_clients=settings.oauth_max_unused_clients,
         )
         self.provider = PostgresProvider(
@@ -125,7 +125,7 @@ class OwnServer(OAuthGate):
 
 
 def oauth_gate(
-    settings: Settings, keys: Sequence[ApiKey], host: str, port: int, shared: SharedContext
+    settings: OAuthSettings, keys: Sequence[ApiKey], host: str, port: int, shared: SharedContext
 ) -> OAuthGate | None:
     """OAuth when authentication is on (keys or an admin password) and not turned off:
     tokens of an external issuer (PGRAG_OAUTH_ISSUER) or of pgrag's own server."""

@@ -25,7 +25,7 @@ from . import cache, engines
 from .engines import Engine, Line
 
 if TYPE_CHECKING:
-    from pgrag.settings import Settings
+    from pgrag.config.ingest import IngestSettings
 
 Render = Callable[[], Image.Image]
 Progress = Callable[[int, int], None]  # (pages done, pages total)
@@ -43,7 +43,7 @@ class OcrOptions:
     progress: Progress | None = field(default=None, compare=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OcrOptions:
+    def from_settings(cls, settings: IngestSettings) -> OcrOptions:
         return cls(
             engine=settings.ocr_engine,
             languages=settings.ocr_languages,

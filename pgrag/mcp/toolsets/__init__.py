@@ -1,23 +1,18 @@
-"""Opt-in toolsets, each a module or package with `register(server)` that
-publishes its module-level handlers; only the toolsets named in PGRAG_TOOLSETS are imported
-and registered. The compatibility toolsets (`ldims`, `rag`) live under `compat/`."""
+"""Opt-in toolsets, each a module or package with `register(server)` that publishes its
+module-level handlers; only the toolsets named in PGRAG_TOOLSETS are imported and registered.
+The registry (name -> module) is `pgrag.config.toolsets.MODULES`, which the settings check
+names against. The compatibility toolsets (`ldims`, `rag`) live under `compat/`."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
+from pgrag.config.toolsets import MODULES
 from pgrag.errors import ConfigError
 
-MODULES = {
-    "core": "pgrag.mcp.toolsets.core",
-    "write": "pgrag.mcp.toolsets.write",
-    "graph": "pgrag.mcp.toolsets.graph",
-    "web": "pgrag.mcp.toolsets.web",
-    "chart": "pgrag.mcp.toolsets.chart",
-    "ldims": "pgrag.mcp.toolsets.compat.ldims",
-    "rag": "pgrag.mcp.toolsets.compat.rag",
-}
+__all__ = ["CONFLICTS", "MODULES", "check_toolsets", "register_toolsets"]
+
 CONFLICTS = [({"core", "rag"}, "both define `list_documents`; enable one of them")]
 
 
