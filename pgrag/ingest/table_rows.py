@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pgrag.errors import ErrorCode
 from pgrag.ingest.context import embed_text
 from pgrag.ingest.parsers.base import ParsedDocument, Unit
 from pgrag.ingest.prepare import build_chunks, human_size
@@ -24,6 +25,8 @@ class Chunking:
     tokens: int
     overlap: int
     context_tokens: int
+    max_chars: int = 64_000_000  # PGRAG_PARSE_MAX_CHARS: a row is bounded as a file is
+    max_chunks: int = 100_000  # PGRAG_PARSE_MAX_CHUNKS
 
 
 @dataclass
@@ -34,6 +37,7 @@ class RowVersion:
     fields: DocumentFields
     units: list[Unit]
     chunks: list[ChunkRow]
+    failure: tuple[str, str] | None = None  # (stable code, reason): a failed row, no chunks
 
     def embed_texts(self) -> list[str]:
         return [embed_text(c.heading, c.context, c.draft.content) for c in self.chunks]
@@ -96,5 +100,16 @@ def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVers
         },
         metadata=row.metadata,
     )
+    chars = sum(len(u.body) for u in units)
+    if chars > chunking.max_chars:  # before chunking it
+        reason = f"the row's text has {chars:,} characters; at most {chunking.max_chars:,}"
+        return RowVersion(row.key, fields, [], [], (ErrorCode.TOO_LARGE, reason + _RAISE_CHARS))
     chunks = build_chunks(doc, title, chunking.tokens, chunking.overlap, chunking.context_tokens)
+    if len(chunks) > chunking.max_chunks:
+        reason = f"the row's text makes {len(chunks):,} chunks; at most {chunking.max_chunks:,}"
+        return RowVersion(row.key, fields, [], [], (ErrorCode.TOO_LARGE, reason + _RAISE_CHUNKS))
     return RowVersion(row.key, fields, units, chunks)
+
+
+_RAISE_CHARS = " (PGRAG_PARSE_MAX_CHARS)"
+_RAISE_CHUNKS = " (PGRAG_PARSE_MAX_CHUNKS)"

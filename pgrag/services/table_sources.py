@@ -73,7 +73,13 @@ class SourceInfo(BaseModel):
 def chunking(settings: Settings) -> Chunking:
     from pgrag.ingest.table_rows import Chunking
 
-    return Chunking(settings.chunk_tokens, settings.chunk_overlap, settings.chunk_context_tokens)
+    return Chunking(
+        settings.chunk_tokens,
+        settings.chunk_overlap,
+        settings.chunk_context_tokens,
+        settings.parse_max_chars,
+        settings.parse_max_chunks,
+    )
 
 
 def syncer(
