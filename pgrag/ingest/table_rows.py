@@ -70,6 +70,31 @@ def content_hash(title: str, units: list[Unit]) -> str:
     return hashlib.sha256(derived.encode()).hexdigest()
 
 
+def failed_row(source: SourceRow, key: dict[str, Any], failure: tuple[str, str]) -> RowVersion:
+    """A row that could not be read (a value PostgreSQL cannot give as text): a failed
+    document with the reason, no text."""
+    label = key_label(key)
+    fields = DocumentFields(
+        path=row_path(source, key),
+        folder=f"{ROOT}/{source.name}",
+        name=label,
+        file_type=FILE_TYPE,
+        size_bytes=0,
+        content_hash="",
+        title=f"{source.name} {label}",
+        author=None,
+        created_at=None,
+        modified_at=None,
+        outline={"type": FILE_TYPE, "source": _source(source, key)},
+        metadata={},
+    )
+    return RowVersion(key, fields, [], [], failure)
+
+
+def _source(source: SourceRow, key: dict[str, Any]) -> dict[str, Any]:
+    return {"table": source.relation, "key": key, "source": source.name}
+
+
 def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVersion | None:
     """The row's document, or None when its text columns are all empty (no document)."""
     units = _units(source, row)
@@ -96,7 +121,7 @@ def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVers
             "file_size": human_size(size),
             "size_bytes": size,
             "sections": [u.title for u in units],
-            "source": {"table": source.relation, "key": row.key, "source": source.name},
+            "source": _source(source, row.key),
         },
         metadata=row.metadata,
     )

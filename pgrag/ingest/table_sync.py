@@ -30,16 +30,17 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import ErrorCode
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.results import FileResult, IngestEvent, Outcome
-from pgrag.ingest.table_rows import Chunking, RowVersion, row_path, row_version
+from pgrag.ingest.table_rows import Chunking, RowVersion, failed_row, row_path, row_version
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage, running_stage
 from pgrag.store import bm25_sums, removals
 from pgrag.store import document_batches as batches
 from pgrag.store import documents as doc_store
 from pgrag.store import table_sources as store
 from pgrag.store.collections import Collection, ensure_collection, get_collection
-from pgrag.store.table_sources import SourceRow, key_text
+from pgrag.store.table_sources import SourceRow, TableRow, key_text
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ REMOVE_STEP = 500  # documents a removal deletes per transaction
 # SQLSTATE classes that say the table cannot be read as registered (a column or type gone,
 # a value that cannot be read, no privilege): the source is marked failed with the reason
 TABLE_ERRORS = ("42", "22", "0A", "2B")
+# a character the client encoding has no equivalent for, or bytes invalid in the encoding
+ENCODING_STATES = ("22021", "22P05")
 
 
 @dataclass
@@ -137,7 +140,7 @@ class TableSync:
         except psycopg.Error as exc:
             if (exc.sqlstate or "")[:2] not in TABLE_ERRORS:
                 raise  # the database went away, a deadlock...: the next drain retries
-            reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            reason = f"{type(exc).__name__}: {_first_line(exc)}"
             log.warning("table source %s failed: %s", source.name, reason)
             await self._fail(source, reason, progress)
         return progress
@@ -192,11 +195,11 @@ class TableSync:
             if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
                 gone_ids = await store.orphans(conn, source.id, col.id)
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
-            wanted = [keys[t] for t in held]
-            current = {key_text(r.key): r for r in await store.rows(conn, source.id, wanted)}
+            current, unreadable = await _read(conn, source.id, [keys[t] for t in held])
             versions = await asyncio.to_thread(
                 lambda: {t: row_version(source, r, self.chunking) for t, r in current.items()}
             )
+            versions.update({t: failed_row(source, keys[t], f) for t, f in unreadable.items()})
             paths = {t: row_path(source, keys[t]) for t in held}
             known = await store.documents(conn, col.id, list(paths.values()))
             gone = [known[p].id for t, p in paths.items() if p in known and not versions.get(t)]
@@ -290,6 +293,35 @@ class TableSync:
 
 def _no_events(_: IngestEvent) -> None:
     pass
+
+
+async def _read(
+    conn: psycopg.AsyncConnection, source_id: int, keys: list[dict[str, Any]]
+) -> tuple[dict[str, TableRow], dict[str, tuple[str, str]]]:
+    """The rows of these keys (by key_text), in one statement; when a value of one of them
+    cannot be read (a cast or an encoding that fails: SQLSTATE class 22), row by row, each
+    in a savepoint, and the failing rows with their (code, reason): they fail alone."""
+    try:
+        async with conn.transaction():
+            return {key_text(r.key): r for r in await store.rows(conn, source_id, keys)}, {}
+    except psycopg.DataError:
+        pass
+    rows: dict[str, TableRow] = {}
+    failed: dict[str, tuple[str, str]] = {}
+    for key in keys:
+        try:
+            async with conn.transaction():
+                rows.update({key_text(r.key): r for r in await store.rows(conn, source_id, [key])})
+        except psycopg.DataError as exc:
+            code = (
+                ErrorCode.ENCODING_ERROR if exc.sqlstate in ENCODING_STATES else ErrorCode.DB_ERROR
+            )
+            failed[key_text(key)] = (code, f"a value cannot be read: {_first_line(exc)}")
+    return rows, failed
+
+
+def _first_line(exc: psycopg.Error) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _unchanged(doc: store.RowDocument | None, v: RowVersion) -> bool:

@@ -146,7 +146,7 @@ def _document_params(versions: list[BatchVersion]) -> dict[str, Any]:
         "name": [x.name for x in f],
         "file_type": [x.file_type for x in f],
         "size": [x.size_bytes for x in f],
-        "hash": [x.content_hash for x in f],
+        "hash": [x.content_hash or None for x in f],
         "title": [x.title for x in f],
         "outline": [Jsonb(x.outline) for x in f],
         "metadata": [Jsonb(x.metadata) for x in f],
