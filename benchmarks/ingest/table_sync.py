@@ -95,7 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--files", type=int, default=100, help="files of 100 tickets each")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run")
     p.add_argument("--database-url", default=None)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/table_sync.json")
+    p.add_argument(
+        "--out", type=Path, default=Path(__file__).parents[1] / "results/table_sync.json"
+    )
     return p.parse_args(argv)
 
 
