@@ -10,10 +10,14 @@ becomes searchable, and the backfill's rate, in one run.
   writer changes --rate rows a second; each change's time until the keyword leg finds it
   (target: p95 ≤ 2 s);
 - backfill: --backfill rows added as a source, drained to the end with the hash embedder;
-  rows/s, peak RSS, and the pending count checked to be exact at every step.
+  rows/s and XLM-R-counted tokens/s, peak RSS, and the pending count checked to be exact at
+  every step; against the file pipeline's tokens/s (`pgrag ingest` of Markdown files made of
+  the same ticket texts, hash embedder) in the same process.
 
     python benchmarks/ingest/table_sync.py [--bulk 100000] [--single 2000] [--rounds 3]
-        [--rate 10] [--changes 100] [--backfill 100000] [--database-url URL]
+        [--rate 10] [--changes 100] [--backfill 100000] [--files 100]
+        [--only write_cost,unindexed_update,change_to_keyword,backfill,file_pipeline]
+        [--database-url URL]
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +50,21 @@ TABLE_SQL = """
 CREATE TABLE {name} (id bigint PRIMARY KEY, subject text, body text, customer text,
                      views int NOT NULL DEFAULT 0)
 """
+# a support ticket of ~60 tokens, different in every row (the embedding cache never hits)
+TICKET_SQL = (
+    "'Customer ' || g || ' reports that the printer on floor ' || (g %% 9) || ' shows error E'"
+    " || g || ' after the toner cartridge was replaced. The job queue stalls, the status page"
+    " says offline, and restarting the spooler did not help. Ticket opened by site ' || (g %% 37)"
+)
+BACKFILL_SQL = (
+    """
+INSERT INTO {name} (id, subject, body, customer)
+SELECT g, 'Ticket ' || g, """
+    + TICKET_SQL
+    + """, (ARRAY['acme', 'globex', 'initech'])[1 + g %% 3]
+FROM generate_series(%s::bigint, %s::bigint) g
+"""
+)
 BULK_SQL = """
 INSERT INTO {name} (id, subject, body, customer)
 SELECT g, 'Ticket ' || g, 'The printer on floor ' || (g %% 9) || ' reports error E' || g,
@@ -71,8 +92,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=10.0, help="changes per second")
     p.add_argument("--changes", type=int, default=100)
     p.add_argument("--backfill", type=int, default=100_000)
+    p.add_argument("--files", type=int, default=100, help="files of 100 tickets each")
+    p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run")
     p.add_argument("--database-url", default=None)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/table_sync.json")
+    p.add_argument(
+        "--out", type=Path, default=Path(__file__).parents[1] / "results/table_sync.json"
+    )
     return p.parse_args(argv)
 
 
@@ -185,7 +210,7 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
     provider = HashEmbedder()
     with support.connect(dsn) as conn:
         conn.execute(TABLE_SQL.format(name="b_tickets"))
-        conn.execute(BULK_SQL.format(name="b_tickets"), (1, rows))
+        conn.execute(BACKFILL_SQL.format(name="b_tickets"), (1, rows))
         conn.execute("SELECT pgrag.add_table_source('b_tickets', ARRAY['body'])")
     checks: list[bool] = []
 
@@ -203,28 +228,88 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
     t0 = time.perf_counter()
     await service.sync(pool, provider, settings, "b_tickets", progress)
     seconds = time.perf_counter() - t0
+    tokens = _tokens(dsn, "tables/b_tickets/")
     return {
         "rows": rows,
         "seconds": round(seconds, 2),
         "rows_per_s": round(rows / seconds, 1),
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pending_checks": len(checks),
         "pending_exact": all(checks),
     }
 
 
+def _tokens(dsn: str, prefix: str) -> int:
+    """The chunks' tokens (XLM-R, as the chunker counts them) of the documents under prefix."""
+    with support.connect(dsn) as conn:
+        (n,) = conn.execute(
+            "SELECT coalesce(sum(c.token_count), 0) FROM pgrag.chunks c"
+            " JOIN pgrag.documents d ON d.id = c.document_id WHERE d.path ^@ %s",
+            (prefix,),
+        ).fetchone()
+    return int(n)
+
+
+async def file_pipeline(dsn: str, pool: Any, files: int) -> dict[str, Any]:
+    """`pgrag ingest` (the Ingestor, hash embedder) of Markdown files of 100 tickets each,
+    the same texts as the backfill's rows: the yardstick of the backfill's tokens/s."""
+    from pgrag.ingest.pipeline import Ingestor
+
+    with support.connect(dsn) as conn:
+        texts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT " + TICKET_SQL + " FROM generate_series(1, %s) g",
+                (files * 100,),
+            ).fetchall()
+        ]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "tickets"
+        folder.mkdir()
+        for f in range(files):
+            sections = texts[f * 100 : (f + 1) * 100]
+            body = "\n\n".join(f"## Ticket {f * 100 + i}\n\n{t}" for i, t in enumerate(sections))
+            (folder / f"tickets{f:04d}.md").write_text(f"# Tickets {f}\n\n{body}\n")
+        t0 = time.perf_counter()
+        summary = await Ingestor(pool, HashEmbedder(), collection="files").run([folder])
+        seconds = time.perf_counter() - t0
+    assert not summary.failures, summary.failures
+    tokens = _tokens(dsn, "tickets")
+    return {
+        "files": files,
+        "seconds": round(seconds, 2),
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
+    }
+
+
+PARTS = ("write_cost", "unindexed_update", "change_to_keyword", "backfill", "file_pipeline")
+
+
 async def measure(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(database_url=dsn, embedding_model="hash/384")
     from pgrag.db.database import open_database
 
+    only = set(args.only.split(","))
+    out: dict[str, Any] = {}
     async with open_database(settings, dsn=dsn, max_size=4) as db:
-        return {
-            "unindexed_update": await unindexed_update(dsn, db.pool, settings),
-            "change_to_keyword": await change_latency(
+        if "unindexed_update" in only:
+            out["unindexed_update"] = await unindexed_update(dsn, db.pool, settings)
+        if "change_to_keyword" in only:
+            out["change_to_keyword"] = await change_latency(
                 dsn, db.pool, settings, args.rate, args.changes
-            ),
-            "backfill": await backfill(dsn, db.pool, settings, args.backfill),
-        }
+            )
+        if "file_pipeline" in only:
+            out["file_pipeline"] = await file_pipeline(dsn, db.pool, args.files)
+        if "backfill" in only:
+            out["backfill"] = await backfill(dsn, db.pool, settings, args.backfill)
+    if "backfill" in out and "file_pipeline" in out:
+        out["backfill_vs_files_tokens_per_s"] = round(
+            out["backfill"]["tokens_per_s"] / out["file_pipeline"]["tokens_per_s"], 3
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -232,11 +317,13 @@ def main(argv: list[str] | None = None) -> None:
     with support.server(args.database_url) as admin:
         dsn = support.fresh_database(admin, "pgrag_bench_table_sync")
         try:
-            result = {
+            result: dict[str, Any] = {
                 "when": datetime.now(UTC).isoformat(timespec="seconds"),
-                "write_cost": write_cost(dsn, args.bulk, args.single, args.rounds),
-                **asyncio.run(measure(dsn, args)),
+                "load_average": list(os.getloadavg()),
             }
+            if "write_cost" in args.only.split(","):
+                result["write_cost"] = write_cost(dsn, args.bulk, args.single, args.rounds)
+            result.update(asyncio.run(measure(dsn, args)))
         finally:
             support.drop_database(admin, dsn)
     args.out.parent.mkdir(parents=True, exist_ok=True)

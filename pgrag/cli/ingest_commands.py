@@ -211,4 +211,7 @@ def _source_line(src: dict[str, Any]) -> str:
     )
     if src["rows_failed"]:
         line += f", {src['rows_failed']} rows failed"
+        first = (src.get("failed_rows") or [None])[0]
+        if first:
+            line += f" (first: {first['code']}: {first['reason']})"
     return line + (f" - failed: {src['failure']}" if src["failure"] else "")

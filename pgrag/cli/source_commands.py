@@ -104,6 +104,11 @@ def list_(ctx: click.Context, as_json: bool) -> None:
     for i in infos:
         if i.failure:
             err.print(f"[red]{escape(i.name)} failed:[/] {escape(i.failure)}")
+        for row in i.failed_rows:
+            key = json.dumps(row.key, ensure_ascii=False)
+            err.print(
+                f"[red]{escape(i.name)} row {escape(key)}:[/] {row.code}: {escape(row.reason)}"
+            )
 
 
 @source.command("remove")

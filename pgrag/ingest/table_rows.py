@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pgrag.errors import ErrorCode
 from pgrag.ingest.context import embed_text
 from pgrag.ingest.parsers.base import ParsedDocument, Unit
 from pgrag.ingest.prepare import build_chunks, human_size
@@ -24,6 +25,8 @@ class Chunking:
     tokens: int
     overlap: int
     context_tokens: int
+    max_chars: int = 64_000_000  # PGRAG_PARSE_MAX_CHARS: a row is bounded as a file is
+    max_chunks: int = 100_000  # PGRAG_PARSE_MAX_CHUNKS
 
 
 @dataclass
@@ -34,6 +37,7 @@ class RowVersion:
     fields: DocumentFields
     units: list[Unit]
     chunks: list[ChunkRow]
+    failure: tuple[str, str] | None = None  # (stable code, reason): a failed row, no chunks
 
     def embed_texts(self) -> list[str]:
         return [embed_text(c.heading, c.context, c.draft.content) for c in self.chunks]
@@ -66,6 +70,31 @@ def content_hash(title: str, units: list[Unit]) -> str:
     return hashlib.sha256(derived.encode()).hexdigest()
 
 
+def failed_row(source: SourceRow, key: dict[str, Any], failure: tuple[str, str]) -> RowVersion:
+    """A row that could not be read (a value PostgreSQL cannot give as text): a failed
+    document with the reason, no text."""
+    label = key_label(key)
+    fields = DocumentFields(
+        path=row_path(source, key),
+        folder=f"{ROOT}/{source.name}",
+        name=label,
+        file_type=FILE_TYPE,
+        size_bytes=0,
+        content_hash="",
+        title=f"{source.name} {label}",
+        author=None,
+        created_at=None,
+        modified_at=None,
+        outline={"type": FILE_TYPE, "source": _source(source, key)},
+        metadata={},
+    )
+    return RowVersion(key, fields, [], [], failure)
+
+
+def _source(source: SourceRow, key: dict[str, Any]) -> dict[str, Any]:
+    return {"table": source.relation, "key": key, "source": source.name}
+
+
 def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVersion | None:
     """The row's document, or None when its text columns are all empty (no document)."""
     units = _units(source, row)
@@ -92,9 +121,20 @@ def row_version(source: SourceRow, row: TableRow, chunking: Chunking) -> RowVers
             "file_size": human_size(size),
             "size_bytes": size,
             "sections": [u.title for u in units],
-            "source": {"table": source.relation, "key": row.key, "source": source.name},
+            "source": _source(source, row.key),
         },
         metadata=row.metadata,
     )
+    chars = sum(len(u.body) for u in units)
+    if chars > chunking.max_chars:  # before chunking it
+        reason = f"the row's text has {chars:,} characters; at most {chunking.max_chars:,}"
+        return RowVersion(row.key, fields, [], [], (ErrorCode.TOO_LARGE, reason + _RAISE_CHARS))
     chunks = build_chunks(doc, title, chunking.tokens, chunking.overlap, chunking.context_tokens)
+    if len(chunks) > chunking.max_chunks:
+        reason = f"the row's text makes {len(chunks):,} chunks; at most {chunking.max_chunks:,}"
+        return RowVersion(row.key, fields, [], [], (ErrorCode.TOO_LARGE, reason + _RAISE_CHUNKS))
     return RowVersion(row.key, fields, units, chunks)
+
+
+_RAISE_CHARS = " (PGRAG_PARSE_MAX_CHARS)"
+_RAISE_CHUNKS = " (PGRAG_PARSE_MAX_CHUNKS)"

@@ -30,24 +30,28 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
+from pgrag.errors import ErrorCode
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.results import FileResult, IngestEvent, Outcome
-from pgrag.ingest.table_rows import Chunking, RowVersion, row_path, row_version
+from pgrag.ingest.table_rows import Chunking, RowVersion, failed_row, row_path, row_version
 from pgrag.ingest.vector_stage import PendingChunk, PendingDocument, VectorStage, running_stage
 from pgrag.store import bm25_sums, removals
+from pgrag.store import document_batches as batches
 from pgrag.store import documents as doc_store
 from pgrag.store import table_sources as store
 from pgrag.store.collections import Collection, ensure_collection, get_collection
-from pgrag.store.table_sources import SourceRow, key_text
+from pgrag.store.table_sources import SourceRow, TableRow, key_text
 
 log = logging.getLogger(__name__)
 
-BATCH = 200  # queue entries per transaction
+BATCH = 500  # queue entries per transaction: a backfill step
 BACKFILL_STEP = 500  # keys the backfill queues at a time (when the queue is drained)
 REMOVE_STEP = 500  # documents a removal deletes per transaction
 # SQLSTATE classes that say the table cannot be read as registered (a column or type gone,
 # a value that cannot be read, no privilege): the source is marked failed with the reason
 TABLE_ERRORS = ("42", "22", "0A", "2B")
+# a character the client encoding has no equivalent for, or bytes invalid in the encoding
+ENCODING_STATES = ("22021", "22P05")
 
 
 @dataclass
@@ -58,6 +62,7 @@ class SourceProgress:
     written: int = 0
     unchanged: int = 0
     removed: int = 0
+    failed: int = 0  # rows that could not become a document (recorded with their reason)
     entries: int = 0
     failure: str | None = None
     backfill_done: int = 0
@@ -135,7 +140,7 @@ class TableSync:
         except psycopg.Error as exc:
             if (exc.sqlstate or "")[:2] not in TABLE_ERRORS:
                 raise  # the database went away, a deadlock...: the next drain retries
-            reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            reason = f"{type(exc).__name__}: {_first_line(exc)}"
             log.warning("table source %s failed: %s", source.name, reason)
             await self._fail(source, reason, progress)
         return progress
@@ -190,70 +195,77 @@ class TableSync:
             if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
                 gone_ids = await store.orphans(conn, source.id, col.id)
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
-            wanted = [keys[t] for t in held]
-            current = {key_text(r.key): r for r in await store.rows(conn, source.id, wanted)}
+            current, unreadable = await _read(conn, source.id, [keys[t] for t in held])
             versions = await asyncio.to_thread(
                 lambda: {t: row_version(source, r, self.chunking) for t, r in current.items()}
             )
+            versions.update({t: failed_row(source, keys[t], f) for t, f in unreadable.items()})
             paths = {t: row_path(source, keys[t]) for t in held}
             known = await store.documents(conn, col.id, list(paths.values()))
             gone = [known[p].id for t, p in paths.items() if p in known and not versions.get(t)]
             if gone:
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone))
-            for t, version in versions.items():
-                if version is None:
-                    continue
-                doc = known.get(paths[t])
-                if (
-                    doc is not None
-                    and doc.content_hash == version.fields.content_hash
-                    and (doc.status == "ready")
-                ):
-                    progress.unchanged += 1
-                    if doc.metadata != version.fields.metadata:
-                        await store.set_metadata(conn, (col.id, doc.id), version.fields.metadata)
-                    continue
-                pending = await self._write(conn, source, col, version)
-                progress.written += 1
-                if pending is not None:
-                    out.pending.append(pending)
+            changed = [v for v in versions.values() if v is not None]
+            writes = [v for v in changed if not _unchanged(known.get(v.fields.path), v)]
+            progress.unchanged += len(changed) - len(writes)
+            same = [
+                (known[v.fields.path], v)
+                for v in changed
+                if _unchanged(known.get(v.fields.path), v)
+            ]
+            await batches.set_metadata(
+                conn,
+                col.id,
+                [(d.id, v.fields.metadata) for d, v in same if d.metadata != v.fields.metadata],
+            )
+            out.pending = await self._write(conn, source, col, writes, known)
+            progress.written += sum(1 for v in writes if v.failure is None)
+            progress.failed += sum(1 for v in writes if v.failure is not None)
             await store.unqueue(conn, source.id, done)
             progress.entries += len(done)
         return out
 
     async def _write(
-        self, conn: psycopg.AsyncConnection, source: SourceRow, col: Collection, v: RowVersion
-    ) -> PendingDocument | None:
-        """Write a row's new version (inside the batch's transaction); its chunks still
-        without a vector, for the vector stage."""
+        self,
+        conn: psycopg.AsyncConnection,
+        source: SourceRow,
+        col: Collection,
+        writes: list[RowVersion],
+        known: dict[str, store.RowDocument],
+    ) -> list[PendingDocument]:
+        """Write the rows' new versions (inside the batch's transaction, a few statements
+        for the whole batch); their chunks still without a vector, for the vector stage."""
         assert col.set_id is not None
-        doc_id = await doc_store.mark_processing(conn, col.id, v.fields)
-        await store.tag_document(conn, (col.id, doc_id), source.id, v.key)
-        hashes = [c.content_hash for c in v.chunks]
-        known = await cache.lookup(conn, cache.cache_key(self.provider), list(set(hashes)))
-        vectors = [known.get(h) for h in hashes]
-        chunk_ids = await doc_store.write_version(
-            conn,
-            document_id=doc_id,
-            collection_id=col.id,
-            set_id=col.set_id,
-            fields=v.fields,
-            units=v.units,
-            chunks=v.chunks,
-            vectors=vectors,
-        )
-        if chunk_ids is None:
-            return None
-        texts = v.embed_texts()
-        missing = [
-            PendingChunk(chunk_ids[i], texts[i], c.draft.token_count)
-            for i, c in enumerate(v.chunks)
-            if vectors[i] is None
+        hashes = {c.content_hash for v in writes for c in v.chunks}
+        cached = await cache.lookup(conn, cache.cache_key(self.provider), list(hashes))
+        batch = [
+            batches.BatchVersion(
+                v.fields,
+                v.key,
+                v.units,
+                v.chunks,
+                [cached.get(c.content_hash) for c in v.chunks],
+                v.failure,
+            )
+            for v in writes
         ]
-        if not missing:
-            return None
-        result = FileResult(v.fields.path, Outcome.UPDATED, chunks=len(v.chunks))
-        return PendingDocument(doc_id, missing, result)
+        replaced = [d.id for v in writes if (d := known.get(v.fields.path)) is not None]
+        written = await batches.write_versions(
+            conn, (col.id, col.set_id, source.id), batch, replaced
+        )
+        pending = []
+        for b, v in zip(batch, writes, strict=True):
+            w = written[v.fields.path]
+            texts = v.embed_texts()
+            missing = [
+                PendingChunk(w.chunk_ids[i], texts[i], c.draft.token_count)
+                for i, c in enumerate(v.chunks)
+                if b.vectors[i] is None
+            ]
+            if missing:
+                result = FileResult(v.fields.path, Outcome.UPDATED, chunks=len(v.chunks))
+                pending.append(PendingDocument(w.document_id, missing, result))
+        return pending
 
     def _vector_stage(self, col: Collection) -> AbstractAsyncContextManager[VectorStage]:
         """The embedding task beside the drain."""
@@ -283,6 +295,45 @@ def _no_events(_: IngestEvent) -> None:
     pass
 
 
+async def _read(
+    conn: psycopg.AsyncConnection, source_id: int, keys: list[dict[str, Any]]
+) -> tuple[dict[str, TableRow], dict[str, tuple[str, str]]]:
+    """The rows of these keys (by key_text), in one statement; when a value of one of them
+    cannot be read (a cast or an encoding that fails: SQLSTATE class 22), row by row, each
+    in a savepoint, and the failing rows with their (code, reason): they fail alone."""
+    try:
+        async with conn.transaction():
+            return {key_text(r.key): r for r in await store.rows(conn, source_id, keys)}, {}
+    except psycopg.DataError:
+        pass
+    rows: dict[str, TableRow] = {}
+    failed: dict[str, tuple[str, str]] = {}
+    for key in keys:
+        try:
+            async with conn.transaction():
+                rows.update({key_text(r.key): r for r in await store.rows(conn, source_id, [key])})
+        except psycopg.DataError as exc:
+            code = (
+                ErrorCode.ENCODING_ERROR if exc.sqlstate in ENCODING_STATES else ErrorCode.DB_ERROR
+            )
+            failed[key_text(key)] = (code, f"a value cannot be read: {_first_line(exc)}")
+    return rows, failed
+
+
+def _first_line(exc: psycopg.Error) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _unchanged(doc: store.RowDocument | None, v: RowVersion) -> bool:
+    """The row's document already holds this text: nothing to chunk or embed."""
+    return (
+        doc is not None
+        and v.failure is None
+        and doc.content_hash == v.fields.content_hash
+        and doc.status == "ready"
+    )
+
+
 def describe(p: SourceProgress) -> dict[str, Any]:
     """A drain's outcome as JSON (the CLI's --json)."""
     return {
@@ -290,6 +341,7 @@ def describe(p: SourceProgress) -> dict[str, Any]:
         "written": p.written,
         "unchanged": p.unchanged,
         "removed": p.removed,
+        "failed_rows": p.failed,
         "queue_entries": p.entries,
         "failure": p.failure,
     }

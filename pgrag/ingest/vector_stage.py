@@ -29,6 +29,7 @@ from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode, PgragError
 from pgrag.ingest.results import FileResult, IngestEvent, Outcome, Reporter
+from pgrag.store import vector_batches
 from pgrag.store import vectors as store
 
 log = logging.getLogger(__name__)
@@ -150,8 +151,10 @@ class VectorStage:
             doc.result.embedded += fresh
         complete = [d for d in self.queued if d.taken == len(d.chunks)]
         self.queued = [d for d in self.queued if d.taken < len(d.chunks)]
-        for doc in complete:
-            await self._write(doc)
+        if len(complete) > 1:
+            await self._write_many(complete)
+        elif complete:
+            await self._write(complete[0])
 
     async def _embed(self, texts: list[str]) -> tuple[list[np.ndarray], list[bool]]:
         """Vectors of the texts, from the cache where known; and which were computed. No
@@ -182,6 +185,24 @@ class VectorStage:
             )
             await self._give_up(doc, error)
             return
+        self._written(doc, pending)
+
+    async def _write_many(self, docs: list[PendingDocument]) -> None:
+        """Small documents (a table's rows) all at once: one transaction, a few statements."""
+        key = (self.collection_id, self.set_id)
+        try:
+            async with self.pool.connection() as conn:
+                found = await vector_batches.write_vectors_many(
+                    conn, key, {d.document_id: d.vectors for d in docs}
+                )
+        except (psycopg.DataError, psycopg.IntegrityError, psycopg.InternalError):
+            for doc in docs:  # one at a time: the document the database refuses gives up alone
+                await self._write(doc)
+            return
+        for doc in docs:
+            self._written(doc, found[doc.document_id])
+
+    def _written(self, doc: PendingDocument, pending: int | None) -> None:
         if pending is None:  # deleted meanwhile (e.g. by the REST API)
             doc.result.outcome, doc.result.error_code = Outcome.FAILED, str(ErrorCode.NOT_FOUND)
             doc.result.error = (

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_S = 60.0  # a drain even without a notification (one missed while reconnecting)
 SETTLE_S = 0.05  # gather a burst of notifications into one drain
+FAILED_SHOWN = 5  # failed rows a source's state lists with their reasons
 
 
 class NewSource(BaseModel):
@@ -52,6 +53,14 @@ class NewSource(BaseModel):
     name: str | None = Field(None, max_length=200, description="source name (default: table)")
 
 
+class FailedRowInfo(BaseModel):
+    """A row that could not become a document: its key, a stable code and the reason."""
+
+    key: dict[str, Any]
+    code: str
+    reason: str
+
+
 class SourceInfo(BaseModel):
     """A source's state: what is indexed, what is pending (exact), what failed and why."""
 
@@ -62,6 +71,9 @@ class SourceInfo(BaseModel):
     failure: str | None
     rows_indexed: int
     rows_failed: int
+    failed_rows: list[FailedRowInfo] = Field(
+        default_factory=list, description=f"the first {FAILED_SHOWN} failed rows, with why"
+    )
     pending: int = Field(description="rows queued or not yet backfilled (exact)")
     queued: int
     backfill_done: int
@@ -73,7 +85,13 @@ class SourceInfo(BaseModel):
 def chunking(settings: Settings) -> Chunking:
     from pgrag.ingest.table_rows import Chunking
 
-    return Chunking(settings.chunk_tokens, settings.chunk_overlap, settings.chunk_context_tokens)
+    return Chunking(
+        settings.chunk_tokens,
+        settings.chunk_overlap,
+        settings.chunk_context_tokens,
+        settings.parse_max_chars,
+        settings.parse_max_chunks,
+    )
 
 
 def syncer(
@@ -87,7 +105,7 @@ def syncer(
     return TableSync(pool, provider, chunking(settings), progress)
 
 
-def _info(s: store.SourceStats) -> SourceInfo:
+def _info(s: store.SourceStats, failed: list[store.FailedRow] | None = None) -> SourceInfo:
     return SourceInfo(
         name=s.name,
         table=s.relation,
@@ -96,6 +114,7 @@ def _info(s: store.SourceStats) -> SourceInfo:
         failure=s.failure,
         rows_indexed=s.indexed,
         rows_failed=s.failed,
+        failed_rows=[FailedRowInfo(key=f.key, code=f.code, reason=f.reason) for f in failed or []],
         pending=s.pending,
         queued=s.queued,
         backfill_done=s.backfill_done,
@@ -151,7 +170,11 @@ async def list_sources(
 
 async def source_infos(conn: psycopg.AsyncConnection) -> list[SourceInfo]:
     """The sources `conn` may see (status reports read them in their own snapshot)."""
-    return [_info(s) for s in await store.stats(conn) if s.state != "removed"]
+    found = [s for s in await store.stats(conn) if s.state != "removed"]
+    return [
+        _info(s, await store.failed_rows(conn, s.id, FAILED_SHOWN) if s.failed else None)
+        for s in found
+    ]
 
 
 async def refresh_metrics(pool: AsyncConnectionPool) -> None:

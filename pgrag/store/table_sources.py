@@ -76,6 +76,15 @@ class RowDocument:
     metadata: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class FailedRow:
+    """A row that could not become a document, and why (documents.error_code/detail)."""
+
+    key: dict[str, Any]
+    code: str
+    reason: str
+
+
 SOURCE_SQL = """
 SELECT id, name, relation::text AS relation, id_columns, text_columns, title_column,
        metadata_columns, collection, state, failure
@@ -126,6 +135,10 @@ WHERE id = %s AND state <> 'removed'
 """
 BACKFILL_STATE_SQL = "SELECT backfill_done, backfill_total FROM pgrag.table_sources WHERE id = %s"
 SYNCED_SQL = "UPDATE pgrag.table_sources SET synced_at = now() WHERE id = %s"
+FAILED_ROWS_SQL = """
+SELECT source_key, error_code, error_detail FROM pgrag.documents
+WHERE table_source_id = %s AND status = 'failed' ORDER BY path LIMIT %s
+"""
 FORGET_SQL = "DELETE FROM pgrag.table_sources WHERE id = %s AND state = 'removed'"
 
 
@@ -284,3 +297,9 @@ async def synced(conn: psycopg.AsyncConnection, source_id: int) -> None:
 async def forget(conn: psycopg.AsyncConnection, source_id: int) -> None:
     """Delete a removed source's registry row (its documents are gone)."""
     await conn.execute(FORGET_SQL, (source_id,))
+
+
+async def failed_rows(conn: psycopg.AsyncConnection, source_id: int, limit: int) -> list[FailedRow]:
+    """The first `limit` failed rows of a source, with their code and reason."""
+    cur = await conn.execute(FAILED_ROWS_SQL, (source_id, limit))
+    return [FailedRow(r[0], r[1] or "", r[2] or "") for r in await cur.fetchall()]

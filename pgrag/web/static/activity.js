@@ -29,10 +29,26 @@
     return left < 90 ? "~" + left + " s" : "~" + Math.round(left / 60) + " min";
   }
 
+  // The table sources' rows (state, indexed, pending, failed, lag, reason), by name.
+  function renderSources(sources) {
+    for (const s of sources || []) {
+      const row = Array.from(document.querySelectorAll("#sources tr[data-source]")).find(
+        (r) => r.dataset.source === s.name,
+      );
+      if (!row) continue; // a source added since the page loaded: shown on the next load
+      const cells = row.cells;
+      const reason = s.failure || (s.failed_rows || []).map((f) => f.code + ": " + f.reason)[0];
+      const values = [s.state, s.rows_indexed, s.pending, s.rows_failed,
+        Number(s.lag_seconds).toFixed(1) + " s", reason || ""];
+      values.forEach((v, i) => { cells[i + 2].textContent = String(v); });
+    }
+  }
+
   function render(report) {
     for (const el of document.querySelectorAll("[data-count]")) {
       el.textContent = String(report.counts[el.dataset.count] ?? 0);
     }
+    renderSources(report.sources);
     const rows = report.processing.concat(report.failed);
     body.replaceChildren();
     if (rows.length === 0) {
