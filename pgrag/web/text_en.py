@@ -228,5 +228,5 @@ EN = {
     "revoke": "Revoke",
     "copy_id": "Copy ID",
     "file_gone": "The file is gone",
-    "file_gone_help": "The original file is no longer in its folder: it was moved or deleted.",
+    "file_gone_help": "It was moved or deleted after it was ingested.",
 }

@@ -225,5 +225,5 @@ ZH = {
     "revoke": "撤销",
     "copy_id": "复制 ID",
     "file_gone": "文件已不存在",
-    "file_gone_help": "原始文件已不在其文件夹中：它被移动或删除了。",
+    "file_gone_help": "它在导入后被移动或删除了。",
 }
