@@ -4,17 +4,20 @@ access token lapsed unused, does not read as connected."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import httpx2
 import psycopg
 import pytest
 from playwright.sync_api import Browser
 
+from pgrag.services.connected_clients import GrantState, grant_state, redirect_host, short_id
+from pgrag.store.oauth import ConnectedClient, Grant
 from tests.support.browser import tab
 from tests.support.kb_server import HttpServer
 from tests.support.oauth import KEY, Flow
 
 pytest_plugins = ("tests.support.console", "tests.support.oauth_fixtures")
-pytestmark = pytest.mark.requires("chromium")
 
 EXPIRE_SQL = (
     "UPDATE pgrag.oauth_tokens SET expires_at = now() - interval '1 minute'"
@@ -31,6 +34,7 @@ def connected_client(base: str, http: httpx2.Client) -> Flow:
     return flow
 
 
+@pytest.mark.requires("chromium")
 def test_same_names_told_apart_and_abandoned_grants_not_connected(
     browser: Browser, oauth_http: HttpServer
 ) -> None:
@@ -82,3 +86,39 @@ def test_same_names_told_apart_and_abandoned_grants_not_connected(
             .startswith("已于")
         )
         assert t.errors == []
+
+
+def _found(**times: datetime | None) -> ConnectedClient:
+    grant = Grant(1, "c", "key:owner", ["pgrag:read"], None, "http://x", False, 0.0)
+    return ConnectedClient(grant, "Test Client", NOW, [], **times)
+
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("times", "state"),
+    [
+        ({"last_used": None, "access_until": None, "refresh_until": None}, GrantState.UNUSED),
+        ({"last_used": NOW, "access_until": NOW + HOUR, "refresh_until": NOW}, GrantState.CONNECTED),
+        ({"last_used": NOW - 2 * HOUR, "access_until": NOW - HOUR, "refresh_until": NOW + HOUR},
+         GrantState.IDLE),
+        ({"last_used": NOW - 2 * HOUR, "access_until": NOW - HOUR, "refresh_until": NOW - HOUR},
+         GrantState.EXPIRED),
+        ({"last_used": NOW - 2 * HOUR, "access_until": NOW - HOUR, "refresh_until": None},
+         GrantState.EXPIRED),  # the refresh token was rotated and its successor never saved
+    ],
+)  # fmt: skip
+def test_grant_states(times: dict[str, datetime | None], state: GrantState) -> None:
+    assert grant_state(_found(**times), NOW)[0] is state
+
+
+def test_short_ids_and_redirect_hosts() -> None:
+    assert short_id("https://client.example.com/oauth/metadata.json") == "client.exam…"
+    assert short_id("abc123") == "abc123"
+    assert redirect_host("http://127.0.0.1:33418/callback") == "127.0.0.1:33418"
+    assert redirect_host("cursor://anysphere.cursor-retrieval/oauth/callback") == (
+        "anysphere.cursor-retrieval"
+    )
+    assert redirect_host("com.example.app:/callback") == "com.example.app:"
