@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import httpx2
 import psycopg
 import pytest
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, Page
 
 from pgrag.services.connected_clients import GrantState, grant_state, redirect_host, short_id
 from pgrag.store.oauth import ConnectedClient, Grant
+from tests.support.axe import serious_violations
 from tests.support.browser import tab
 from tests.support.kb_server import HttpServer
 from tests.support.oauth import KEY, Flow
@@ -24,6 +25,13 @@ EXPIRE_SQL = (
     " WHERE kind = ANY(%s) AND grant_id IN"
     " (SELECT id FROM pgrag.oauth_grants WHERE client_id = %s)"
 )
+
+
+def sign_in(page: Page, base: str) -> None:
+    page.goto(base + "/console/login")
+    page.get_by_label("API key").fill(KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + "/")
 
 
 def connected_client(base: str, http: httpx2.Client) -> Flow:
@@ -46,10 +54,7 @@ def test_same_names_told_apart_and_abandoned_grants_not_connected(
         conn.execute(EXPIRE_SQL, (["access", "refresh"], expired.client_id))
     with tab(browser) as t:
         page = t.page
-        page.goto(base + "/console/login")
-        page.get_by_label("API key").fill(KEY)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(base + "/")
+        sign_in(page, base)
         page.get_by_role("link", name="Connected clients").click()
         page.wait_for_url("**/console/oauth/clients")
         rows = {
@@ -86,6 +91,11 @@ def test_same_names_told_apart_and_abandoned_grants_not_connected(
             .startswith("已于")
         )
         assert t.errors == []
+    with tab(browser, width=390, bypass_csp=True) as t:  # axe-core on a phone's width
+        sign_in(t.page, base)
+        t.page.goto(base + "/console/oauth/clients")
+        assert t.page.locator("tr[data-client]").count() >= 3
+        assert serious_violations(t.page) == []
 
 
 def _found(**times: datetime | None) -> ConnectedClient:
