@@ -180,3 +180,37 @@ def test_no_file_outside_the_documents_folder(browser: Browser, served: Served) 
         finally:
             conn.execute("UPDATE pgrag.documents SET path = 'notes.md' WHERE id = %s", (doc,))
             link.unlink()
+
+
+def test_a_preview_of_a_file_gone_says_so(browser: Browser, served: Served) -> None:
+    """#42: a page preview of a file removed since ingestion was a broken picture; it is a
+    picture saying the file is gone (its code in a header, no load error in the page)."""
+    base = served.server.base
+    pdf = served.folder / "report.pdf"
+    moved = pdf.with_name("report.pdf.moved")
+    pdf.rename(moved)
+    try:
+        with tab(browser) as t:
+            sign_in(t.page, base, FULL)
+            query = {"q": "heron dock", "mode": "keyword", "collection": "docs"}
+            t.page.goto(base + "/console/search?" + urlencode(query))
+            hit = t.page.locator("li.hit", has=t.page.get_by_role("link", name="report.pdf"))
+            hit.locator("details.pagepic summary").click()
+            picture = hit.locator("details.pagepic img")
+            expect(picture).to_have_js_property("complete", True, timeout=30_000)
+            assert picture.evaluate("img => img.naturalWidth") > 0  # shown, not broken
+            sent = t.page.request.get(base + str(picture.get_attribute("src")))
+            assert sent.headers["x-pgrag-error"] == "NOT_FOUND"
+            assert sent.headers["cache-control"] == "no-store"
+            assert sent.headers["content-type"].startswith("image/svg+xml")
+            assert "The file is gone" in sent.text()
+            assert "<script" not in sent.text()
+            t.page.goto(f"{base}/console/documents/{served.id('report.pdf')}")
+            assert t.page.locator("#original-gone").count() == 1
+            assert t.page.locator("#page-preview").count() == 0
+            # the download still answers the error page with its stable code
+            got = t.page.request.get(f"{base}/console/documents/{served.id('report.pdf')}/original")
+            assert got.status == 404 and "NOT_FOUND" in got.text()
+            assert t.errors == []
+    finally:
+        moved.rename(pdf)

@@ -113,6 +113,14 @@ def server(slow_corpus: str) -> Iterator[HttpServer]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def patient_server(slow_corpus: str) -> Iterator[HttpServer]:
+    """A regex may run 30 s: past a console page's 10 s, the guard's limit ends it."""
+    env = {**SETTINGS, "PGRAG_REGEX_TIMEOUT_MS": "30000", "PGRAG_CALLER_SLOW_SHARE": "0"}
+    with http_server(slow_corpus, "--embedding-model", HASH_MODEL, env=env) as running:
+        yield running
+
+
 def _rest(server: HttpServer, key: str) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
         base_url=server.base,
@@ -196,9 +204,27 @@ async def test_a_keys_console_searches_are_charged_to_it_and_every_transport_ref
         assert refused.status_code == 429, refused.text  # the console's work was the key's
         assert int(refused.headers["Retry-After"]) > 120
         assert page.status_code == 429, page.text
+        # a console page answers the console's error page, not REST's JSON
+        assert page.headers["content-type"].startswith("text/html"), page.text
+        assert '<code id="error-code">RATE_LIMITED</code>' in page.text
+        assert int(page.headers["Retry-After"]) > 0
         assert (tool.structured_content or {})["error"]["code"] == "RATE_LIMITED"
         assert _code(read.value) == "RATE_LIMITED" and _code(listing.value) == "RATE_LIMITED"
         assert "RATE_LIMITED" not in normal, normal
+
+
+@pytest.mark.anyio
+async def test_a_console_page_past_its_time_limit_answers_the_error_page(
+    patient_server: HttpServer,
+) -> None:
+    """#42: the guard's TIMEOUT, raised around the page, answered REST's JSON body."""
+    async with _rest(patient_server, NORMAL) as browser:
+        await _console_session(browser, NORMAL)
+        page = await browser.get("/console/search", params={"q": REGEX, "mode": "regex"})
+    assert page.status_code == 504, page.text
+    assert page.headers["content-type"].startswith("text/html"), page.text
+    assert '<code id="error-code">TIMEOUT</code>' in page.text
+    assert 'href="/console/search"' in page.text  # the console's page, its nav included
 
 
 @pytest.mark.anyio

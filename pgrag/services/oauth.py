@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -159,14 +159,6 @@ async def deny(pool: AsyncConnectionPool, request_id: str, issuer: str) -> str:
         state=params.get("state"),
         iss=issuer,
     )
-
-
-async def connected(pool: AsyncConnectionPool) -> list[store.ConnectedClient]:
-    async with pool.connection() as conn:
-        found = await store.connected_clients(conn)
-    return [
-        replace(c, client_name=shown_name(c.client_name)) if c.client_name else c for c in found
-    ]
 
 
 async def revoke(pool: AsyncConnectionPool, grant_id: int) -> None:

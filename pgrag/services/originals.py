@@ -23,6 +23,10 @@ from pgrag.services.documents import DocumentRef, resolve
 CHUNK_BYTES = 256 * 1024  # a download is streamed in pieces of this size
 
 
+class FileGone(NotFound):
+    """The document was ingested from a file no longer in its folder (moved or deleted)."""
+
+
 @dataclass(frozen=True)
 class Original:
     """An opened original: what the response's headers need, and the file to stream."""
@@ -63,7 +67,7 @@ def open_file(doc: DocumentRef, *, follow_links: bool) -> Original:
             f"the file of '{path}' cannot be read: {exc.message}", detail=detail
         ) from None
     except OSError:
-        raise NotFound(
+        raise FileGone(
             f"the file of '{path}' is no longer in its folder: it was moved or deleted",
             detail=detail,
         ) from None

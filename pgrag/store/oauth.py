@@ -81,9 +81,15 @@ ROTATE_SQL = (
 REVOKE_GRANT_SQL = (
     "UPDATE pgrag.oauth_grants SET revoked_at = now() WHERE id = %s AND revoked_at IS NULL"
 )
-LIST_GRANTS_SQL = (
-    f"SELECT {GRANT_COLUMNS}, cl.info ->> 'client_name', g.created_at"
+LIST_GRANTS_SQL = (  # with its last use and how long its newest tokens live
+    f"SELECT {GRANT_COLUMNS}, cl.info ->> 'client_name', g.created_at,"
+    " coalesce(cl.info -> 'redirect_uris', '[]'::jsonb), u.last_used, u.access_until,"
+    " u.refresh_until"
     " FROM pgrag.oauth_grants g JOIN pgrag.oauth_clients cl ON cl.client_id = g.client_id"
+    " CROSS JOIN LATERAL (SELECT max(t.created_at) AS last_used,"
+    " max(t.expires_at) FILTER (WHERE t.kind = 'access') AS access_until,"
+    " max(t.expires_at) FILTER (WHERE t.kind = 'refresh' AND t.used_at IS NULL)"
+    " AS refresh_until FROM pgrag.oauth_tokens t WHERE t.grant_id = g.id) u"
     " WHERE g.revoked_at IS NULL ORDER BY g.created_at DESC"
 )
 
@@ -124,6 +130,10 @@ class ConnectedClient:
     grant: Grant
     client_name: str | None
     created_at: datetime
+    redirect_uris: list[str]
+    last_used: datetime | None  # the newest token issued under the grant (code or refresh)
+    access_until: datetime | None  # the newest access token's expiry
+    refresh_until: datetime | None  # the unrotated refresh token's expiry
 
 
 def _grant(row: tuple[Any, ...]) -> Grant:
@@ -244,4 +254,7 @@ async def revoke_grant(conn: psycopg.AsyncConnection, grant_id: int) -> None:
 
 async def connected_clients(conn: psycopg.AsyncConnection) -> list[ConnectedClient]:
     rows = await (await conn.execute(LIST_GRANTS_SQL)).fetchall()
-    return [ConnectedClient(_grant(r), r[8], r[9]) for r in rows]
+    return [
+        ConnectedClient(_grant(r), r[8], r[9], [str(u) for u in r[10]], r[11], r[12], r[13])
+        for r in rows
+    ]

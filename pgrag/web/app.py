@@ -10,11 +10,11 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from pgrag.errors import ErrorCode
+from pgrag.errors import ErrorCode, PgragError
 from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import SharedContext
 from pgrag.settings import Settings
-from pgrag.web.core import Console
+from pgrag.web.core import Console, page_errors
 from pgrag.web.form_gate import FormGate
 from pgrag.web.pages import (
     auth,
@@ -65,6 +65,8 @@ def mount(
         upload.router,
     ):
         app.include_router(router)
+    # a page refused or timed out by its guard answers the error page, not REST's JSON
+    app.add_exception_handler(PgragError, page_errors(app.exception_handlers.get(PgragError)))
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     # the console's forms: origin and session checked, then the body read within its bound
     app.add_middleware(FormGate, sessions=sessions, owns=owns)

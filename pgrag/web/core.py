@@ -42,6 +42,8 @@ from pgrag.web.session import (
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 LOGIN_PATH = "/console/login"
+ErrorHandler = Callable[[Request, Any], Response | Awaitable[Response]]  # Starlette's
+PAGE_MARK = "pgrag_console_page"  # set on page routes' endpoints by html_errors
 ACTION_TIMEOUT_S = 300.0  # a POST's limit: the longest action is an evaluation run
 # what a route's failure may be besides a PgragError: FastAPI's and Starlette's own
 REFUSALS: tuple[type[Exception], ...] = (RequestValidationError, HTTPException, ValidationError)
@@ -171,10 +173,9 @@ def set_session(request: Request, response: Response, value: str) -> None:
     )
 
 
-async def view_of(request: Request) -> AsyncIterator[View]:
-    """Every console route's dependency: who is calling (the session's key; before sign-in,
-    the anonymous caller charged to its address), and the route run as a guarded call
-    (admission, time limit, metrics, audit: pgrag/services/guard.py), as REST routes are."""
+def _view(request: Request) -> View:
+    """Who is calling (the session's key; before sign-in, the anonymous caller charged to
+    its address) and in which language."""
     console: Console = request.app.state.console
     sessions = console.sessions
     session = sessions.load(request.cookies.get(COOKIE))
@@ -182,7 +183,14 @@ async def view_of(request: Request) -> AsyncIterator[View]:
     if session is None:
         session = sessions.new()
     lang = choose(request.headers.get("accept-language"), request.cookies.get(LANG_COOKIE))
-    view = View(console, request, session, sessions.caller(session), lang, fresh)
+    return View(console, request, session, sessions.caller(session), lang, fresh)
+
+
+async def view_of(request: Request) -> AsyncIterator[View]:
+    """Every console route's dependency: the caller's view, and the route run as a guarded
+    call (admission, time limit, metrics, audit: pgrag/services/guard.py), as REST routes
+    are."""
+    view = _view(request)
     if view.caller is not None and view.caller is not ANONYMOUS:
         set_identity(view.caller.name, view.caller.scope)
     route = request.scope.get("route")
@@ -216,4 +224,35 @@ def html_errors(
                 view.call.failed(str(exc.code))
             return view.error(exc)
 
+    setattr(wrapped, PAGE_MARK, True)
     return wrapped
+
+
+def is_page(request: Request) -> bool:
+    """The request's route answers HTML (an `html_errors` route), not JSON."""
+    endpoint = getattr(request.scope.get("route"), "endpoint", None)
+    return bool(getattr(endpoint, PAGE_MARK, False))
+
+
+def page_errors(
+    fallback: ErrorHandler | None,
+) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The app's handler of PgragError: a page route refused before it ran or stopped by
+    its time limit (the guard's RATE_LIMITED and TIMEOUT, raised around the route, where
+    `html_errors` cannot catch them) answers the error page; the rest, `fallback` (REST's
+    JSON body)."""
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, PgragError) and is_page(request):
+            view = _view(request)
+            response = view.error(exc)
+            retry_after = exc.detail.get("retry_after_s")
+            if retry_after is not None and response.status_code in (429, 503):
+                response.headers["Retry-After"] = str(retry_after)
+            return response
+        if fallback is None:
+            raise exc
+        answer = fallback(request, exc)
+        return await answer if isinstance(answer, Awaitable) else answer
+
+    return handler

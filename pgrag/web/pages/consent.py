@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
-from pgrag.services import consent, oauth
+from pgrag.services import connected_clients, consent, oauth
 from pgrag.services.oauth import Decision, OAuthScope
 from pgrag.web.core import View, html_errors, set_session, view_of
 from pgrag.web.render import CSP
@@ -120,7 +120,8 @@ async def consent_decide(
 async def clients_page(view: Page) -> Response:
     _issuer(view)
     _owner(view)
-    return view.page("oauth_clients.html", clients=await oauth.connected(view.context.pool))
+    clients = await connected_clients.connected(view.context.pool)
+    return view.page("oauth_clients.html", clients=clients)
 
 
 @router.post(CLIENTS + "/{grant_id}/revoke")
