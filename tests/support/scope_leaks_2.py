@@ -171,6 +171,9 @@ GRAPH = [
 ]
 
 
+NO_CHUNK = 2**62  # a chunk id that exists nowhere
+
+
 WRITE = [
     Probe(
         "write",
@@ -213,6 +216,16 @@ WRITE = [
         full="ok",
         writes=True,
     ),
+    Probe(  # enabling an enabled chunk: the full key's call changes nothing
+        "write",
+        "set_chunk_enabled",
+        "B's chunk",
+        {"chunk_id": "$chunk.doc", "enabled": True},
+        "NOT_FOUND",
+        full="ok",
+        writes=True,
+        oracle={"chunk_id": NO_CHUNK, "enabled": True},
+    ),
     # a key limited to kb (so it may write there) aims the writes at `other`
     Probe(
         "write",
@@ -230,6 +243,17 @@ WRITE = [
         {"document_id": "$a_path"},
         "NOT_FOUND",
         oracle={"document_id": "Other/no_such_note.txt"},
+        attacker="writer",
+    ),
+    Probe(
+        "write",
+        "set_chunk_enabled",
+        "other's chunk, by a key limited to kb",
+        {"chunk_id": "$chunk.a", "enabled": True},
+        "NOT_FOUND",
+        full="ok",
+        writes=True,
+        oracle={"chunk_id": NO_CHUNK, "enabled": True},
         attacker="writer",
     ),
 ]
@@ -420,6 +444,7 @@ WRITER_CONTROLS = [  # the kb-limited key writes and finds in its own collection
         "$b.saved",
     ),
     ("delete_document", {"document_id": "$b.writer_doomed"}, "$b.writer_doomed"),
+    ("set_chunk_enabled", {"chunk_id": "$chunk.doc", "enabled": True}, "CHUNK_ENABLED"),
 ]
 
 
