@@ -164,6 +164,22 @@ BEGIN
 END
 $$;
 
+-- A collection's disabled chunks (migration 0032), for the semantic leg to leave out: one
+-- probe of the partial index chunks_disabled_idx, an empty array when none is disabled.
+-- The collection as a literal, a statement of its own (never inlined into the caller's):
+-- on Citus, routed to the collection's one shard.
+CREATE OR REPLACE FUNCTION pgrag.disabled_chunks(p_collection_id bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    EXECUTE format('SELECT ARRAY(SELECT c.id FROM pgrag.chunks c'
+                   ' WHERE c.disabled_at IS NOT NULL AND c.collection_id = %s)', p_collection_id)
+    INTO ids;
+    RETURN ids;
+END
+$$;
+
 -- The documents of the collections searched (NULL: every collection) that the filters
 -- keep (pgrag.document_fields_match): the lexical leg's filter on its candidates.
 CREATE OR REPLACE FUNCTION pgrag.documents_matching(collection_ids bigint[], filters jsonb)

@@ -284,7 +284,6 @@ DECLARE
     langs text[];
     own_lang boolean[];
     set_rows numeric;
-    disabled bigint[];
     filtered boolean := coalesce(filters, '{}'::jsonb) <> '{}'::jsonb;
 BEGIN
     -- iterative scans keep filtered queries at pool_size rows (pgvector >= 0.8). Through
@@ -292,8 +291,7 @@ BEGIN
     -- the HNSW scans run (otherwise a shard returns at most the default ef_search, 40 rows)
     PERFORM pgrag.set_local('hnsw.iterative_scan', 'relaxed_order');
     FOR s IN
-        SELECT es.id, es.dimensions, es.collection_id
-        FROM pgrag.collections col
+        SELECT es.id, es.dimensions, es.collection_id FROM pgrag.collections col
         JOIN pgrag.embedding_sets es ON es.id = col.active_set_id
         WHERE (collection_ids IS NULL OR col.id = ANY (collection_ids))
           AND (embedding_model IS NULL OR es.model = embedding_model)
@@ -304,16 +302,13 @@ BEGIN
         FROM pgrag.language_means(s.id) lm;
         PERFORM pgrag.set_local('hnsw.ef_search',
                                 pgrag.hnsw_ef_search(pool_size, set_rows)::text);
-        -- the collection's disabled chunks: one probe of a partial index, usually empty
-        disabled := ARRAY(SELECT c.id FROM pgrag.chunks c
-                          WHERE c.collection_id = s.collection_id AND c.disabled_at IS NOT NULL);
         IF coalesce(array_length(array_positions(m_own, true), 1), 0) < 2 THEN
             RETURN QUERY EXECUTE
                 'SELECT chunk_id, 1 - distance, 0, 1 - distance, lang, false FROM ('
                 || pgrag.semantic_leg_sql(p_set_id => s.id, p_dimensions => s.dimensions,
                                           p_filtered => filtered, p_by_language => false,
                                           p_collection_id => s.collection_id,
-                                          p_disabled => disabled)
+                                          p_disabled => pgrag.disabled_chunks(s.collection_id))
                 || ') leg'
                 USING query_embedding, coalesce(filters, '{}'::jsonb), pool_size;
             CONTINUE;
@@ -345,12 +340,12 @@ BEGIN
             INTO ids, raws, cens, langs, own_lang
             FROM pgrag.semantic_language_pool(
                 p_set_id => s.id, p_dimensions => s.dimensions, p_filtered => filtered,
+                p_collection_id => s.collection_id, pool_size => pool_size,
                 probe => CASE WHEN g.is_query_lang THEN query_embedding
                               ELSE query_embedding - query_mean END,
                 centred_query => query_embedding - query_mean, query_embedding => query_embedding,
                 lang_mean => g.mean, langs => g.langs, filters => coalesce(filters, '{}'::jsonb),
-                pool_size => pool_size, p_collection_id => s.collection_id,
-                p_disabled => disabled) x;
+                p_disabled => pgrag.disabled_chunks(s.collection_id)) x;
         END LOOP;
         RETURN QUERY SELECT * FROM pgrag.semantic_on_query_scale(
             ids => ids, raws => raws, cens => cens, langs => langs, own_lang => own_lang);

@@ -41,6 +41,7 @@ from tests.support.scope_leaks import (
     sql,
     world_of,
 )
+from tests.support.scope_leaks_chunks import CHUNK_ATTACKS
 from tests.support.searxng import FakeSearxng
 
 CONTENT_RESOURCE = "pgrag://documents/{document_id}/content{?start}"
@@ -171,9 +172,6 @@ GRAPH = [
 ]
 
 
-NO_CHUNK = 2**62  # a chunk id that exists nowhere
-
-
 WRITE = [
     Probe(
         "write",
@@ -216,16 +214,6 @@ WRITE = [
         full="ok",
         writes=True,
     ),
-    Probe(  # enabling an enabled chunk: the full key's call changes nothing
-        "write",
-        "set_chunk_enabled",
-        "B's chunk",
-        {"chunk_id": "$chunk.doc", "enabled": True},
-        "NOT_FOUND",
-        full="ok",
-        writes=True,
-        oracle={"chunk_id": NO_CHUNK, "enabled": True},
-    ),
     # a key limited to kb (so it may write there) aims the writes at `other`
     Probe(
         "write",
@@ -245,17 +233,7 @@ WRITE = [
         oracle={"document_id": "Other/no_such_note.txt"},
         attacker="writer",
     ),
-    Probe(
-        "write",
-        "set_chunk_enabled",
-        "other's chunk, by a key limited to kb",
-        {"chunk_id": "$chunk.a", "enabled": True},
-        "NOT_FOUND",
-        full="ok",
-        writes=True,
-        oracle={"chunk_id": NO_CHUNK, "enabled": True},
-        attacker="writer",
-    ),
+    *CHUNK_ATTACKS,
 ]
 
 
