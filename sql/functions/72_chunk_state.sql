@@ -12,16 +12,26 @@
 -- No row: no such chunk (or none the caller may see).
 
 -- Set or clear a chunk's disabled_at (an already disabled chunk keeps its first date).
--- p_collection_id, when given, names the chunk's collection (on Citus, its one shard).
+-- p_collection_id, when given, names the chunk's collection (on Citus, its one shard; each
+-- statement then routed there). The date is computed here, not in the UPDATE: Citus takes
+-- no now() inside a CASE of a distributed statement.
 CREATE OR REPLACE FUNCTION pgrag.set_chunk_disabled(
     p_chunk_id bigint, p_disabled boolean, p_collection_id bigint DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, document_id uuid, collection_id bigint, disabled_at timestamptz)
-LANGUAGE sql AS $$
-    UPDATE pgrag.chunks c
-       SET disabled_at = CASE WHEN p_disabled THEN coalesce(c.disabled_at, now()) END
-     WHERE c.id = p_chunk_id
-       AND (p_collection_id IS NULL OR c.collection_id = p_collection_id)
-    RETURNING c.id, c.document_id, c.collection_id, c.disabled_at
+LANGUAGE plpgsql AS $$
+DECLARE
+    stamp timestamptz := CASE WHEN p_disabled THEN now() END;
+BEGIN
+    IF p_collection_id IS NULL THEN
+        p_collection_id := (SELECT c.collection_id FROM pgrag.chunks c WHERE c.id = p_chunk_id);
+    END IF;
+    UPDATE pgrag.chunks c SET disabled_at = stamp
+     WHERE c.collection_id = p_collection_id AND c.id = p_chunk_id
+       AND (c.disabled_at IS NULL) = p_disabled;
+    RETURN QUERY
+        SELECT c.id, c.document_id, c.collection_id, c.disabled_at FROM pgrag.chunks c
+        WHERE c.collection_id = p_collection_id AND c.id = p_chunk_id;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION pgrag.disable_chunk(id bigint)
