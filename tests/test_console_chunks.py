@@ -1,6 +1,6 @@
 """The console's chunk actions in headless Chromium, on a writable server of its own: a
 chunk's Disable button (CSRF-protected) takes it out of REST and SQL search in every mode,
-the document page marks it, Enable puts it back; the audit rows name the chunk; a
+the document page marks it, "Why not?" names it, Enable puts it back; the audit rows name the chunk; a
 read-only server shows no button (its route refuses as Delete's does: require_remote_writes)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -95,6 +96,13 @@ def test_disable_then_enable_a_chunk(
         expect(row.get_by_role("button")).to_have_text("Enable")
         assert found_in(page, writable, chunk) == dict.fromkeys(MODES, False)
         assert sql(writable.dsn, "SELECT chunk_id FROM pgrag.regex_search('heron')") == []
+        # "Why not?" says so
+        why = {"q": "heron Okavango", "collection": COLLECTION, "why_not": "heron.md"}
+        page.goto(writable.base + "/console/search?" + urlencode(why))
+        reasons = page.locator("#why-reasons li")
+        expect(reasons.first).to_have_attribute("data-reason", "why_disabled")
+        assert reasons.first.inner_text().endswith(" 1")
+        page.goto(doc_url)
 
         row.get_by_role("button", name="Enable").click()
         expect(row.get_by_role("button")).to_have_text("Disable")

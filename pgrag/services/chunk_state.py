@@ -47,3 +47,11 @@ async def set_chunk_enabled(
         enabled=state.disabled_at is None,
         disabled_at=state.disabled_at,
     )
+
+
+async def disabled_chunks(
+    pool: AsyncConnectionPool, scope: list[str] | None, document_id: str
+) -> int:
+    """How many of a document's chunks are disabled (the console's "Why not?")."""
+    async with scoped_connection(pool, scope) as conn:
+        return await store.disabled_in_document(conn, document_id)

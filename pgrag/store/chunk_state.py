@@ -11,6 +11,9 @@ import psycopg
 
 # run under the caller's scope: row-level security hides another collection's chunk
 VISIBLE_SQL = "SELECT c.collection_id FROM pgrag.chunks c WHERE c.id = %s"
+DISABLED_IN_DOCUMENT_SQL = """
+SELECT count(*) FROM pgrag.chunks c WHERE c.document_id = %s::uuid AND c.disabled_at IS NOT NULL
+"""
 SET_SQL = """
 SELECT chunk_id, document_id, collection_id, disabled_at
 FROM pgrag.set_chunk_disabled(%s, %s, %s)
@@ -36,3 +39,8 @@ async def set_disabled(
 ) -> ChunkState | None:
     row = await (await conn.execute(SET_SQL, (chunk_id, disabled, collection_id))).fetchone()
     return None if row is None else ChunkState(row[0], row[1], row[2], row[3])
+
+
+async def disabled_in_document(conn: psycopg.AsyncConnection, document_id: str) -> int:
+    row = await (await conn.execute(DISABLED_IN_DOCUMENT_SQL, (document_id,))).fetchone()
+    return int(row[0]) if row else 0

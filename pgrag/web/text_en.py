@@ -140,6 +140,7 @@ EN = {
     "why_not_visible": "No such document for this key (another collection, or none):",
     "why_status": "Not searchable yet:",
     "why_filter": "Excluded by a filter:",
+    "why_disabled": "Chunks of it disabled by hand (no search returns them; Enable on its page):",
     "why_no_match": "No chunk of it matches the query in this mode.",
     "why_not_embedded": "Not embedded with the active model: no cosine score.",
     "why_ranked_lower": "It matches, but its best chunk ranks below the last result shown.",

@@ -139,6 +139,7 @@ ZH = {
     "why_not_visible": "此密钥下没有该文档(属于其他集合或不存在):",
     "why_status": "尚不可搜索:",
     "why_filter": "被筛选条件排除:",
+    "why_disabled": "已手动停用的分块数（任何检索都不返回；可在文档页启用）：",
     "why_no_match": "在此模式下没有分块与查询匹配。",
     "why_not_embedded": "未用当前模型生成向量:没有余弦分数。",
     "why_ranked_lower": "有匹配,但其最佳分块排在最后一条结果之后。",
