@@ -337,3 +337,36 @@ def test_a_scoped_semantic_leg_is_routed_to_one_shard_with_hnsw(kb: tuple[str, s
     assert task_count(plan) == 1, plan
     assert f"embeddings_hnsw_{set_id}_" in plan, plan
     assert cid
+
+
+DISABLED = "contracts/signing.md"  # one chunk
+
+
+def _set_chunks_disabled(dsn: str, disabled: bool) -> int:
+    """pgrag.disable_chunk / enable_chunk on every chunk of DISABLED (on Citus: an UPDATE
+    routed by the coordinator); how many it changed."""
+    fn = "pgrag.disable_chunk" if disabled else "pgrag.enable_chunk"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ids = conn.execute(
+            "SELECT c.id FROM pgrag.chunks c JOIN pgrag.documents d"
+            " ON d.id = c.document_id AND d.collection_id = c.collection_id WHERE d.path = %s",
+            (DISABLED,),
+        ).fetchall()
+        return sum(len(conn.execute(f"SELECT * FROM {fn}(%s)", i).fetchall()) for i in ids)
+
+
+def test_a_disabled_chunk_is_left_out_as_on_a_single_server(kb: tuple[str, str, Path]) -> None:
+    """Every mode leaves a disabled chunk out on the cluster (lexical postings and fallback
+    on the shards, the semantic leg's routed list of disabled ids) as a single server does."""
+    url, single, _ = kb
+    before = asyncio.run(_results(url))
+    assert any(path == DISABLED for hits in before for path, _ in hits)
+    try:
+        assert _set_chunks_disabled(url, True) == _set_chunks_disabled(single, True) > 0
+        got = asyncio.run(_results(url))
+        assert not any(path == DISABLED for hits in got for path, _ in hits), got
+        assert got == asyncio.run(_results(single))
+    finally:
+        _set_chunks_disabled(url, False)
+        _set_chunks_disabled(single, False)
+    assert asyncio.run(_results(url)) == before

@@ -78,6 +78,7 @@ def test_the_cookbook_has_the_promised_recipes() -> None:
         "pg_indexes",
         "pg_relation_size",
         "hnsw.ef_search",
+        "pgrag.disable_chunk(",
     ):
         assert needle in text, needle
     assert "pgrag reindex --collection" in COOKBOOK.read_text(encoding="utf-8")

@@ -49,6 +49,9 @@ class ChunkItem(BaseModel):
     ordinal: int
     content: str
     metadata: dict[str, Any]
+    disabled: bool = Field(
+        default=False, description="taken out of search results (write tool set_chunk_enabled)"
+    )
 
 
 class DocumentContentData(BaseModel):

@@ -2,7 +2,8 @@
 -- Citus. Each names the collections searched as literals, so that on Citus a scoped search
 -- reads those collections' shards only (why literals, and why a predicate on each table:
 -- docs/scale-out.md, "Routing a scoped search"). Invoker's rights: under row-level security
--- the caller sees only its own chunks.
+-- the caller sees only its own chunks. A disabled chunk (disabled_at set, migration 0032) is
+-- no candidate: the postings and the fallback skip it, a test on the heap row each reads.
 
 -- `AND <alias>.collection_id = ANY ('{...}'::bigint[])`, or nothing when every collection
 -- is searched (NULL).
@@ -85,7 +86,7 @@ BEGIN
         'SELECT g.i, c.id, c.collection_id, c.document_id'
         ' FROM unnest(%L::tsquery[], %L::bigint[]) AS g(term, i),'
         '      LATERAL (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
-        '               WHERE c.tsv @@ g.term %s) c',
+        '               WHERE c.tsv @@ g.term AND c.disabled_at IS NULL %s) c',
         terms, ordinals, pgrag.in_collections('c', collection_ids));
 END
 $$;
@@ -135,7 +136,7 @@ BEGIN
         RETURN QUERY EXECUTE format(
             'SELECT g.i, c.id, c.collection_id, c.document_id'
             ' FROM (SELECT c.id, c.collection_id, c.document_id FROM pgrag.chunks c'
-            '       WHERE c.tsv @@ %L::tsquery %s LIMIT %s) c,'
+            '       WHERE c.tsv @@ %L::tsquery AND c.disabled_at IS NULL %s LIMIT %s) c,'
             '      unnest(%L::bigint[]) AS g(i)',
             tier, pgrag.in_collections('c', collection_ids), max_rows,
             ordinal || other_ordinals[1:k]);
@@ -160,6 +161,22 @@ BEGIN
         'SELECT c.id, %s, c.document_id FROM pgrag.chunks c WHERE c.id = ANY (%L::bigint[]) %s',
         CASE WHEN with_tsv THEN 'c.tsv' ELSE 'NULL::tsvector' END, ids,
         pgrag.in_collections('c', collection_ids));
+END
+$$;
+
+-- A collection's disabled chunks (migration 0032), for the semantic leg to leave out: one
+-- probe of the partial index chunks_disabled_idx, an empty array when none is disabled.
+-- The collection as a literal, a statement of its own (never inlined into the caller's):
+-- on Citus, routed to the collection's one shard.
+CREATE OR REPLACE FUNCTION pgrag.disabled_chunks(p_collection_id bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    EXECUTE format('SELECT ARRAY(SELECT c.id FROM pgrag.chunks c'
+                   ' WHERE c.disabled_at IS NOT NULL AND c.collection_id = %s)', p_collection_id)
+    INTO ids;
+    RETURN ids;
 END
 $$;
 
@@ -204,7 +221,7 @@ BEGIN
         '       c.document_id '
         'FROM pgrag.chunks c '
         'JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id '
-        'WHERE c.tsv @@ %L::tsquery %s %s %s %s'
+        'WHERE c.tsv @@ %L::tsquery AND c.disabled_at IS NULL %s %s %s %s'
         '  AND pgrag.document_fields_match(folder => d.folder, file_type => d.file_type, '
         '      id => d.id, modified_at => d.modified_at, created_at => d.created_at, '
         '      submitter => d.submitter, author => d.author, tags => d.tags, '

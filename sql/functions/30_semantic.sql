@@ -194,16 +194,18 @@ $$;
 -- set's partial HNSW index (a bound parameter would not prove the index predicate).
 -- Without document filters ($2) no join is needed: the set belongs to one collection.
 -- p_by_language keeps the languages in $4. p_collection_id (the set's collection) names the
--- one shard that holds the set on Citus, and keeps every join on it.
+-- one shard that holds the set on Citus, and keeps every join on it. p_disabled: the set's
+-- collection's disabled chunks (migration 0032), left out as a literal list the HNSW scan
+-- filters (iterative scans draw more rows in their place); none: the statement is unchanged.
 CREATE OR REPLACE FUNCTION pgrag.semantic_leg_sql(
     p_set_id bigint, p_dimensions int, p_filtered boolean, p_by_language boolean,
-    p_collection_id bigint DEFAULT NULL
+    p_collection_id bigint DEFAULT NULL, p_disabled bigint[] DEFAULT NULL
 ) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
     SELECT format(
         'SELECT e.chunk_id, (%1$s <=> $1::%2$s) AS distance, e.lang, e.embedding '
         'FROM pgrag.embeddings e %4$s'
-        'WHERE e.set_id = %3$s %5$s%6$s%7$s'
+        'WHERE e.set_id = %3$s %5$s%6$s%7$s%8$s'
         'ORDER BY %1$s <=> $1::%2$s LIMIT $3',
         pgrag.embedding_expr(p_dimensions),
         CASE WHEN p_dimensions > 2000 THEN format('halfvec(%s)', p_dimensions)
@@ -220,7 +222,9 @@ LANGUAGE sql IMMUTABLE AS $$
                   'filters => $2, metadata => d.metadata) ' ELSE '' END,
         CASE WHEN p_by_language THEN 'AND e.lang = ANY ($4) ' ELSE '' END,
         CASE WHEN p_collection_id IS NOT NULL
-             THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END)
+             THEN format('AND e.collection_id = %s ', p_collection_id) ELSE '' END,
+        CASE WHEN coalesce(cardinality(p_disabled), 0) > 0
+             THEN format('AND NOT (e.chunk_id = ANY (%L::bigint[])) ', p_disabled) ELSE '' END)
 $$;
 
 -- A set's candidates of every language on the query language's scale: the linear map that
@@ -287,8 +291,7 @@ BEGIN
     -- the HNSW scans run (otherwise a shard returns at most the default ef_search, 40 rows)
     PERFORM pgrag.set_local('hnsw.iterative_scan', 'relaxed_order');
     FOR s IN
-        SELECT es.id, es.dimensions, es.collection_id
-        FROM pgrag.collections col
+        SELECT es.id, es.dimensions, es.collection_id FROM pgrag.collections col
         JOIN pgrag.embedding_sets es ON es.id = col.active_set_id
         WHERE (collection_ids IS NULL OR col.id = ANY (collection_ids))
           AND (embedding_model IS NULL OR es.model = embedding_model)
@@ -304,7 +307,8 @@ BEGIN
                 'SELECT chunk_id, 1 - distance, 0, 1 - distance, lang, false FROM ('
                 || pgrag.semantic_leg_sql(p_set_id => s.id, p_dimensions => s.dimensions,
                                           p_filtered => filtered, p_by_language => false,
-                                          p_collection_id => s.collection_id)
+                                          p_collection_id => s.collection_id,
+                                          p_disabled => pgrag.disabled_chunks(s.collection_id))
                 || ') leg'
                 USING query_embedding, coalesce(filters, '{}'::jsonb), pool_size;
             CONTINUE;
@@ -336,11 +340,12 @@ BEGIN
             INTO ids, raws, cens, langs, own_lang
             FROM pgrag.semantic_language_pool(
                 p_set_id => s.id, p_dimensions => s.dimensions, p_filtered => filtered,
+                p_collection_id => s.collection_id, pool_size => pool_size,
                 probe => CASE WHEN g.is_query_lang THEN query_embedding
                               ELSE query_embedding - query_mean END,
                 centred_query => query_embedding - query_mean, query_embedding => query_embedding,
                 lang_mean => g.mean, langs => g.langs, filters => coalesce(filters, '{}'::jsonb),
-                pool_size => pool_size, p_collection_id => s.collection_id) x;
+                p_disabled => pgrag.disabled_chunks(s.collection_id)) x;
         END LOOP;
         RETURN QUERY SELECT * FROM pgrag.semantic_on_query_scale(
             ids => ids, raws => raws, cens => cens, langs => langs, own_lang => own_lang);
@@ -356,7 +361,8 @@ $$;
 CREATE OR REPLACE FUNCTION pgrag.semantic_language_pool(
     p_set_id bigint, p_dimensions int, p_filtered boolean, probe vector,
     centred_query vector, query_embedding vector, lang_mean vector, langs text[],
-    filters jsonb, pool_size int, p_collection_id bigint DEFAULT NULL
+    filters jsonb, pool_size int, p_collection_id bigint DEFAULT NULL,
+    p_disabled bigint[] DEFAULT NULL
 ) RETURNS TABLE (id bigint, raw float8, cen float8, lang text)
 LANGUAGE plpgsql STABLE ROWS 100 AS $$
 BEGIN
@@ -366,7 +372,8 @@ BEGIN
         '       * greatest(vector_norm(embedding - $5), 0.3)), lang FROM ('
         || pgrag.semantic_leg_sql(p_set_id => p_set_id, p_dimensions => p_dimensions,
                                   p_filtered => p_filtered, p_by_language => true,
-                                  p_collection_id => p_collection_id)
+                                  p_collection_id => p_collection_id,
+                                  p_disabled => p_disabled)
         || ') leg'
         USING probe, filters, pool_size, langs, lang_mean, query_embedding, centred_query;
 END

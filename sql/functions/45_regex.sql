@@ -19,6 +19,7 @@ LANGUAGE sql STABLE AS $$
         FROM pgrag.chunks c
         JOIN pgrag.documents d ON d.id = c.document_id AND d.collection_id = c.collection_id
         WHERE (CASE WHEN case_sensitive THEN c.content ~ pattern ELSE c.content ~* pattern END)
+          AND c.disabled_at IS NULL  -- disabled by hand (migration 0032)
           AND (collection_ids IS NULL OR c.collection_id = ANY (collection_ids))
           AND pgrag.document_fields_match(
                   folder => d.folder, file_type => d.file_type, id => d.id,

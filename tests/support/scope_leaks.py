@@ -146,6 +146,7 @@ class World:
     writer_markers: tuple[str, ...] = ()  # writable: what the kb-limited key must not see
     tokens: dict[str, str] = field(default_factory=dict)  # minted by the full key
     graph: dict[str, str] = field(default_factory=dict)  # node and relationship ids
+    chunks: dict[str, int] = field(default_factory=dict)  # "a" or a role -> its first chunk
 
 
 DOCS_SQL = """
@@ -185,6 +186,12 @@ def markers_for(dsn: str, scope: set[str], words: tuple[str, ...]) -> tuple[str,
     return tuple(sorted(m for m in found if m and m.strip('"') not in own))
 
 
+FIRST_CHUNKS_SQL = """
+SELECT DISTINCT ON (document_id) document_id::text, id FROM pgrag.chunks
+WHERE document_id = ANY (%s::uuid[]) ORDER BY document_id, ordinal
+"""
+
+
 def world_of(dsn: str, roles: dict[str, str]) -> World:
     rows = sql(dsn, DOCS_SQL)
     ids = {r[1]: r[0] for r in rows}
@@ -194,6 +201,8 @@ def world_of(dsn: str, roles: dict[str, str]) -> World:
     for r in a_rows:
         counts[r[6]] += 1
     a_chunks = sql(dsn, CHUNKS_SQL, (OTHER_COLLECTION,))[0][0]
+    docs = {"a": a_rows[0][0], **{role: ids[path] for role, path in roles.items()}}
+    firsts = dict(sql(dsn, FIRST_CHUNKS_SQL, (list(docs.values()),)))
     return World(
         a=a_rows[0][0],
         a_path=a_rows[0][1],
@@ -203,6 +212,7 @@ def world_of(dsn: str, roles: dict[str, str]) -> World:
         a_counts=counts,
         a_total=max(a_chunks, len(a_rows)),
         writer_markers=markers_for(dsn, {KB_COLLECTION}, A_WORDS),
+        chunks={k: firsts[d] for k, d in docs.items() if d in firsts},
     )
 
 
@@ -296,6 +306,7 @@ def fill(value: Any, w: World) -> Any:
         "int": lambda: int_id(w.a if key == "a" else w.b[key]),
         "token": lambda: w.tokens[key],
         "graph": lambda: w.graph[key],
+        "chunk": lambda: w.chunks[key],
     }
     return lookups[kind]()
 

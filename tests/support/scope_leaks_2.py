@@ -41,6 +41,7 @@ from tests.support.scope_leaks import (
     sql,
     world_of,
 )
+from tests.support.scope_leaks_chunks import CHUNK_ATTACKS
 from tests.support.searxng import FakeSearxng
 
 CONTENT_RESOURCE = "pgrag://documents/{document_id}/content{?start}"
@@ -232,6 +233,7 @@ WRITE = [
         oracle={"document_id": "Other/no_such_note.txt"},
         attacker="writer",
     ),
+    *CHUNK_ATTACKS,
 ]
 
 
@@ -420,6 +422,7 @@ WRITER_CONTROLS = [  # the kb-limited key writes and finds in its own collection
         "$b.saved",
     ),
     ("delete_document", {"document_id": "$b.writer_doomed"}, "$b.writer_doomed"),
+    ("set_chunk_enabled", {"chunk_id": "$chunk.doc", "enabled": True}, "CHUNK_ENABLED"),
 ]
 
 

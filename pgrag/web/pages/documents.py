@@ -1,15 +1,16 @@
 """Documents: browse by collection, folder, status and type; one page per document with
-its metadata, outline, text by unit, chunks and failure; deletion and re-ingestion where
-writes are on."""
+its metadata, outline, text by unit, chunks and failure; deletion, re-ingestion and
+disabling or enabling a chunk where writes are on."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Form, Query
+from fastapi import APIRouter, Depends, Form, Path, Query
 from fastapi.responses import RedirectResponse, Response
 
 from pgrag.services import documents as docs
+from pgrag.services.chunk_state import set_chunk_enabled
 from pgrag.services.context import require_remote_writes
 from pgrag.services.document_view import MAX_CHUNKS, document_view
 from pgrag.services.documents import DocumentSort
@@ -110,3 +111,21 @@ async def reingest_document(
     require_remote_writes(view.console.settings)
     doc_id = await reingest(view.context, caller.scope, document_id)
     return RedirectResponse(f"/console/documents/{doc_id}?reingest=1", status_code=303)
+
+
+@router.post("/console/chunks/{chunk_id}/{action}")
+@html_errors
+async def chunk_action(
+    view: Page,
+    chunk_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    action: Literal["enable", "disable"],
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Disable a chunk (no search returns it) or enable it again; back to its document. The
+    action is in the path, so the audit row names the chunk and what was done."""
+    caller = view.posted(csrf)
+    require_remote_writes(view.console.settings)
+    state = await set_chunk_enabled(view.context.pool, caller.scope, chunk_id, action == "enable")
+    return RedirectResponse(
+        f"/console/documents/{state.document_id}#chunk-{chunk_id}", status_code=303
+    )

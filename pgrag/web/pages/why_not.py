@@ -13,6 +13,7 @@ from uuid import UUID
 from pgrag.errors import NotFound
 from pgrag.search.models import SearchData, SearchFilters, SearchHit, SearchRequest
 from pgrag.services import documents as docs
+from pgrag.services.chunk_state import disabled_chunks
 from pgrag.web.core import View
 
 
@@ -59,6 +60,8 @@ async def why_not(view: View, req: SearchRequest, data: SearchData, ref: str) ->
         filtered = req.filters.model_copy(update={"document_ids": only})
         if await _best(view, req, filtered) is None:
             out.reasons.append(("why_filter", ", ".join(f"{k}={v}" for k, v in active.items())))
+    if disabled := await disabled_chunks(view.context.pool, view.scope, doc.id):
+        out.reasons.append(("why_disabled", str(disabled)))
     if out.best is None:
         out.reasons.append(("why_no_match", ""))
     elif out.best.explain and out.best.explain.semantic_score is None and req.spec.semantic:

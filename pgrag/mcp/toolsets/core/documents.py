@@ -150,6 +150,7 @@ async def _chunks_page(
             ordinal=r["ordinal"],
             content=r["content"],
             metadata={k: r[k] for k in CHUNK_LOCATION_KEYS if r[k] is not None},
+            disabled=r["disabled_at"] is not None,
         )
         for r in rows[:ROWS_PER_READ]
     ]

@@ -11,6 +11,7 @@ from typing import Any
 from mcp.server import MCPServer
 
 from pgrag.mcp.toolsets.write.changes import delete_document, save_document, update_document
+from pgrag.mcp.toolsets.write.chunks import set_chunk_enabled
 from pgrag.mcp.toolsets.write.common import DESTRUCTIVE, READ_ONLY, WRITE
 from pgrag.mcp.toolsets.write.find import find_documents
 
@@ -20,3 +21,4 @@ def register(server: MCPServer[Any]) -> None:
     server.tool(annotations=WRITE)(update_document)
     server.tool(annotations=DESTRUCTIVE)(delete_document)
     server.tool(annotations=READ_ONLY)(find_documents)
+    server.tool(annotations=WRITE)(set_chunk_enabled)
