@@ -109,7 +109,8 @@ def side_by_side(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     """Two summaries (summarise()) per mode, overall and per category: each metric's value
     before, after and the change."""
     out: dict[str, Any] = {}
-    for mode in [m.value for m in EVAL_MODES if m.value in before or m.value in after]:
+    compared = [m.value for m in EVAL_MODES if m.value in before or m.value in after]
+    for mode in compared:
         b, a = before.get(mode, {}), after.get(mode, {})
         b_cats, a_cats = b.get("categories", {}), a.get("categories", {})
         out[mode] = {
