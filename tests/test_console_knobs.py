@@ -48,7 +48,7 @@ def test_the_ranking_section_reorders_as_mcp_does(
         page.get_by_text("Filters and options").click()
         page.get_by_label("Collection").select_option(KB_COLLECTION)
         page.get_by_label("Results").fill("10")
-        page.get_by_text("Ranking").click()
+        page.get_by_text("Ranking", exact=True).click()
         page.get_by_label("Fusion").select_option("rrf")
         page.get_by_label("RRF k").fill("1")
         page.get_by_role("button", name="Search").last.click()
