@@ -10,7 +10,9 @@ among them). That is the time the call would have taken had only its caller's ca
 running: others' load is taken out, the caller's own parallelism is not. Alone (n <= C) a
 call counts its whole wall time; a victim's call slowed by another key's 30 slow calls
 counts 1/31 of it; a key that pads its slow call with idle ones only raises its own rate.
-Time spent held before a call starts is never counted.
+Time spent held before a call starts is never counted. Where the database's backends are
+on this host, a call that kept one busy is charged that CPU time if it is more (the even split
+undercounts a busy backend beside calls that mostly wait: db/backend_cpu.py).
 
 A call whose cost passes the slow-call threshold is charged, whole, to its caller; a caller
 whose charges run ahead of its share of the server waits before its next call starts. So one
