@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Callable, Mapping
+from datetime import date, datetime
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
@@ -20,7 +21,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from pgrag.errors import InvalidArgument
-from pgrag.search.models import SearchFilters, SearchRequest
+from pgrag.search.models import SearchFilters, SearchRequest, iso_date_text
 
 NESTED = "filters"
 REQUEST_FIELDS: dict[str, FieldInfo] = {
@@ -85,14 +86,16 @@ def whole_number(value: object) -> object:
 
 def flat_annotation(field: FieldInfo) -> Any:
     """What one flat value may be: a list field takes one item or several, a mapping field
-    KEY=VALUE text, constraints kept, integers whole."""
+    KEY=VALUE text, constraints kept, integers whole, dates ISO."""
     if keyed(field.annotation):
         return str | list[str] | None
     item = listed(field.annotation)
     # one value or several (a repeated parameter): a URL cannot tell a list of one apart
     base = item | list[item] | None if item is not None else field.annotation  # type: ignore[valid-type]
-    whole = [BeforeValidator(whole_number)] if int in members(field.annotation) else []
-    extra = [*field.metadata, *whole]
+    kinds = members(field.annotation)
+    whole = [BeforeValidator(whole_number)] if int in kinds else []
+    dated = [BeforeValidator(iso_date_text)] if date in kinds or datetime in kinds else []
+    extra = [*field.metadata, *whole, *dated]
     return Annotated[base, *extra] if extra else base
 
 

@@ -23,6 +23,14 @@ MAX_RRF_K = 1000
 MetadataValue = str | int | float | bool  # a table source's metadata column, as filtered
 
 
+def iso_date_text(v: object) -> object:
+    """Text must be an ISO date or date-time: "0" is not the Unix epoch here (pydantic's lax
+    mode would take it, and the OpenAPI document promises a date)."""
+    if isinstance(v, str) and not re.match(r"\d{4}-\d{2}-\d{2}", v.strip()):
+        raise ValueError("must be an ISO date (YYYY-MM-DD) or date-time")
+    return v
+
+
 class SearchFilters(BaseModel):
     """Restrict the search; every filter is optional and they combine with AND."""
 
@@ -59,10 +67,7 @@ class SearchFilters(BaseModel):
     @field_validator("date_from", "date_to", mode="before")
     @classmethod
     def _iso_dates(cls, v: object) -> object:
-        # text must be an ISO date or date-time: "0" is not the Unix epoch here
-        if isinstance(v, str) and not re.match(r"\d{4}-\d{2}-\d{2}", v.strip()):
-            raise ValueError("must be an ISO date (YYYY-MM-DD) or date-time")
-        return v
+        return iso_date_text(v)
 
     @field_validator("folder")
     @classmethod
