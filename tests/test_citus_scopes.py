@@ -63,6 +63,7 @@ from tests.support.kb_server import (
     child_env,
     http_server,
 )
+from tests.support.scope_leaks_core import DOCUMENT_READS
 
 pytestmark = pytest.mark.anyio
 
@@ -508,7 +509,7 @@ def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> N
     modes = {p.args.get("mode") for p in core if p.target == "search"}
     assert {"keyword", "exact", "regex", "semantic", "hybrid"} <= modes
     assert any(p.args.get("explain") for p in core if p.target == "search")
-    reads = {name for name, _, _ in leaks.DOCUMENT_READS}
+    reads = {name for name, _, _ in DOCUMENT_READS}
     assert reads <= {p.target for p in core}
     rest = {p.target for p in core if p.kind == "rest"}
     assert {leaks2.SEARCH_ROUTE, leaks2.DOC_ROUTE, leaks2.CONTENT_ROUTE} <= rest

@@ -20,8 +20,7 @@ from pgrag.http.app import create_app
 from pgrag.mcp.server import build_server
 from pgrag.search.flat import FILTER_FIELDS, FLAT_FIELDS, REQUEST_FIELDS, flat_values, from_flat
 from pgrag.search.models import SearchFilters, SearchRequest
-from pgrag.search.modes import DISTINCT_MODES, MODES, MODES_HELP, Ranker, modes_table
-from pgrag.search.ranking import RANKERS
+from pgrag.search.modes import DISTINCT_MODES, FUSION, MODES, MODES_HELP, RANKERS, modes_table
 from pgrag.settings import load_settings
 
 PGRAG = Path(__file__).resolve().parent.parent / "pgrag"
@@ -84,13 +83,14 @@ def test_a_bad_flat_value_names_its_field(values: dict[str, str], field: str) ->
 
 
 def test_the_mode_table_dispatches_and_says_what_reranks_and_replays() -> None:
-    assert set(RANKERS) == set(Ranker)
+    assert {spec.ranker for spec in MODES.values()} == set(RANKERS)
     for mode in DISTINCT_MODES:
         spec = MODES[mode]
         assert spec.description and spec.description in MODES_HELP
-        assert spec.rerankable == spec.replayable == (spec.ranker is Ranker.FUSION)
-    # no mode's behaviour is picked by its ranker outside the table and the dispatch
-    by_ranker = re.compile(r"ranker\s+is\s+(not\s+)?Ranker\.")
+        assert spec.rerankable == spec.replayable == (spec.ranker is FUSION)
+    # no mode's behaviour is picked by its ranker outside the table, and the call of a
+    # ranker names no ranker's SQL: it comes from the table's row
+    by_ranker = re.compile(r"ranker(\.name)?\s+(is|==)\s+(not\s+)?(Ranker\.|FUSION|REGEX|\W)")
     found = [
         f"{p.relative_to(PGRAG)}:{n}"
         for p in sorted(PGRAG.rglob("*.py"))
@@ -99,6 +99,10 @@ def test_the_mode_table_dispatches_and_says_what_reranks_and_replays() -> None:
         if by_ranker.search(line)
     ]
     assert found == []
+    functions = re.compile(r"\b(rank_\w+|hybrid_search\w*|regex_search|regex_ranked)\b")
+    for module in ("search/ranking.py", "search/sql.py", "search/engine.py"):
+        text = (PGRAG / module).read_text(encoding="utf-8")
+        assert functions.findall(text) == [], f"{module} names a ranker's SQL"
 
 
 def test_the_docs_show_the_mode_table() -> None:

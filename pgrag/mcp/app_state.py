@@ -145,9 +145,19 @@ def tool_call(
                 _current_tool.reset(running)
             return result
 
+        setattr(wrapper, TOOL_NAME, tool)  # what a toolset's discovery looks for
         return wrapper
 
     return decorate
+
+
+TOOL_NAME = "__pgrag_tool__"
+
+
+def tool_name(obj: object) -> str | None:
+    """The tool a `tool_call` handler answers as, None for anything else."""
+    name = getattr(obj, TOOL_NAME, None)
+    return name if isinstance(name, str) else None
 
 
 def enveloped(

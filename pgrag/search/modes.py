@@ -16,11 +16,25 @@ class SearchMode(StrEnum):
     REGEX = "regex"
 
 
-class Ranker(StrEnum):
-    """The SQL that orders a mode's hits (search/sql.py)."""
+@dataclass(frozen=True)
+class Ranker:
+    """A row of the rankers' table: the SQL function that orders a mode's hits. Every
+    ranker function takes the same arguments by name (the query's words or pattern, its
+    vector, the scope, collections, filters, page, `opts pgrag.ranking_options`, ...:
+    sql/functions/56_rankers.sql) and returns RankedRow's columns by name, so the search
+    calls any of them alike (search/ranking.py) and a new one is a row and its SQL."""
 
-    FUSION = "fusion"  # pgrag.hybrid_search / hybrid_search_documents, legs weighted
-    REGEX = "regex"  # pgrag.regex_search, by matches
+    name: str
+    function: str  # pgrag.<function>, named here only: never from a request
+    # the query is a POSIX pattern, not words: sent translated (to_postgres_regex), ranked
+    # under PGRAG_REGEX_TIMEOUT_MS (a pattern can backtrack for ever), no keywords, no
+    # language, no explain replay
+    pattern: bool = False
+
+
+FUSION = Ranker("fusion", "rank_fused")  # pgrag.hybrid_search and variants, legs weighted
+REGEX = Ranker("regex", "rank_regex", pattern=True)  # pgrag.regex_search, by matches
+RANKERS: tuple[Ranker, ...] = (FUSION, REGEX)
 
 
 class ShownScore(StrEnum):
@@ -47,30 +61,30 @@ class ModeSpec:
     @property
     def pattern(self) -> bool:
         """The query is a pattern, not words: no keywords, no language, no explain replay."""
-        return self.ranker is Ranker.REGEX
+        return self.ranker.pattern
 
 
 _KEYWORD = ModeSpec(
     SearchMode.KEYWORD, lexical=True, semantic=False, semantic_fallback=True,
-    score=ShownScore.LEXICAL, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+    score=ShownScore.LEXICAL, ranker=FUSION, rerankable=True, replayable=True,
     description='the words or a "quoted phrase" (BM25)',
 )  # fmt: skip
 MODES: dict[SearchMode, ModeSpec] = {
     SearchMode.HYBRID: ModeSpec(
         SearchMode.HYBRID, lexical=True, semantic=True, semantic_fallback=False,
-        score=ShownScore.FUSED, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+        score=ShownScore.FUSED, ranker=FUSION, rerankable=True, replayable=True,
         description="words and meaning fused (the default; questions and topics)",
     ),
     SearchMode.SEMANTIC: ModeSpec(
         SearchMode.SEMANTIC, lexical=False, semantic=True, semantic_fallback=False,
-        score=ShownScore.SEMANTIC, ranker=Ranker.FUSION, rerankable=True, replayable=True,
+        score=ShownScore.SEMANTIC, ranker=FUSION, rerankable=True, replayable=True,
         description="meaning only (cosine similarity; works across languages)",
     ),
     SearchMode.KEYWORD: _KEYWORD,
     SearchMode.EXACT: _KEYWORD,
     SearchMode.REGEX: ModeSpec(
         SearchMode.REGEX, lexical=False, semantic=False, semantic_fallback=False,
-        ranker=Ranker.REGEX, score=ShownScore.MATCHES, rerankable=False, replayable=False,
+        ranker=REGEX, score=ShownScore.MATCHES, rerankable=False, replayable=False,
         description="a POSIX pattern such as an e-mail address or a contract number, by matches",
     ),
 }  # fmt: skip

@@ -1,9 +1,10 @@
-"""The ranking step: the arguments the ranking SQL takes (the ranking options, the filters,
-each leg's weight) and the call itself. Order comes from SQL; nothing here re-ranks."""
+"""The ranking step: the arguments every ranker function takes (the query, the ranking
+options, the filters, each leg's weight) and the call of the mode's ranker, named in the
+rankers' table (search/modes.py). Order comes from SQL; nothing here re-ranks, and nothing
+here knows one ranker from another."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -19,13 +20,11 @@ from pgrag.language import detect_language
 from pgrag.search import sql
 from pgrag.search.keywords import to_postgres_regex
 from pgrag.search.models import SearchRequest
-from pgrag.search.modes import ModeSpec, Ranker
+from pgrag.search.modes import ModeSpec
 from pgrag.search.options import FusionParams
 from pgrag.store.rows import RankedRow
 
 MAX_POOL = 1000
-
-Query = str | pgsql.Composed
 
 
 @dataclass(frozen=True)
@@ -39,41 +38,28 @@ class RankInput:
     embedding: np.ndarray | None
     lexical_ok: bool  # the query has words the lexical leg can search
     model: str  # the provider's model: the semantic leg compares its vectors only
-    regex_timeout_ms: int  # a regex ranking's statement timeout (PGRAG_REGEX_TIMEOUT_MS)
+    regex_timeout_ms: int  # a pattern ranking's statement timeout (PGRAG_REGEX_TIMEOUT_MS)
 
 
 async def rank(
     conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput
 ) -> tuple[dict[str, Any], list[RankedRow]]:
     """The arguments sent, by name (logged with the search), and the ranked rows."""
-    params: dict[str, Any] = {
-        "match_count": q.req.limit,
-        "match_offset": q.offset,
-        "collection_ids": q.collection_ids,
-        "filters": pg_filters(q.req),
-        "chunks_per_document": f.chunks_per_document,
-    }
-    return params, await RANKERS[q.spec.ranker](conn, f, q, params)
+    params = _arguments(f, q)
+    query = sql.ranking_sql(q.spec.ranker.function)
+    if not q.spec.ranker.pattern:
+        return params, await _ranked(conn, query, params)
+    return params, await _bounded(conn, query, params, q.regex_timeout_ms)
 
 
-async def _rank_fused(
-    conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput, params: dict[str, Any]
+async def _bounded(
+    conn: psycopg.AsyncConnection, query: pgsql.Composed, params: dict[str, Any], ms: int
 ) -> list[RankedRow]:
-    params.update(_fused_args(f, q))
-    chunks = sql.HYBRID_PARTS_SQL if q.req.explain else sql.HYBRID_SQL
-    return await _ranked(conn, sql.DOCUMENTS_SQL if q.req.scope == "documents" else chunks, params)
-
-
-async def _rank_regex(
-    conn: psycopg.AsyncConnection, f: FusionParams, q: RankInput, params: dict[str, Any]
-) -> list[RankedRow]:
-    """A regex ranking under its own statement timeout (a pattern can backtrack for ever)."""
-    params["pattern"] = to_postgres_regex(q.req.query)
-    query = sql.REGEX_DOCUMENTS_SQL if q.req.scope == "documents" else sql.REGEX_SQL
-    timeout_ms = q.regex_timeout_ms
+    """A pattern ranking under its own statement timeout (a pattern can backtrack for
+    ever), its pattern's errors said as such."""
     try:
         async with conn.transaction():
-            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(timeout_ms)))
+            await conn.execute(sql.LOCAL_STATEMENT_TIMEOUT_SQL.format(pgsql.Literal(ms)))
             return await _ranked(conn, query, params)
     except psycopg.errors.InvalidRegularExpression as exc:
         raise InvalidArgument(
@@ -81,22 +67,15 @@ async def _rank_regex(
         ) from exc
     except psycopg.errors.QueryCanceled as exc:
         raise PgragError(
-            f"the regular expression took longer than {timeout_ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
+            f"the regular expression took longer than {ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
             "make it more specific or add filters",
             code=ErrorCode.TIMEOUT,
         ) from exc
 
 
-Rank = Callable[
-    [psycopg.AsyncConnection, FusionParams, RankInput, dict[str, Any]], Awaitable[list[RankedRow]]
-]
-# the mode table's ranker (search/modes.py) names the SQL that orders a mode's hits
-RANKERS: dict[Ranker, Rank] = {Ranker.FUSION: _rank_fused, Ranker.REGEX: _rank_regex}
-
-
-def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
-    """Every ranking option (the request's own over the defaults), with each leg's weight
-    (0 switches a leg off)."""
+def _arguments(f: FusionParams, q: RankInput) -> dict[str, Any]:
+    """Every argument of a ranker function: the page, the filters, every ranking option
+    (the request's own over the defaults) with each leg's weight (0 switches a leg off)."""
     spec, req = q.spec, q.req
     f = f.chosen(req)
     lexical = spec.lexical and q.lexical_ok
@@ -104,9 +83,19 @@ def _fused_args(f: FusionParams, q: RankInput) -> dict[str, Any]:
     semantic = q.embedding is not None and (
         spec.semantic or (spec.semantic_fallback and not q.lexical_ok)
     )
+    if spec.ranker.pattern:
+        text: str | None = to_postgres_regex(req.query)
+    else:
+        text = req.query if lexical else None
     return {
         **f.arguments(),
-        "query_text": req.query if lexical else None,
+        "match_count": req.limit,
+        "match_offset": q.offset,
+        "scope": req.scope,
+        "collection_ids": q.collection_ids,
+        "filters": pg_filters(req),
+        "with_parts": req.explain,
+        "query_text": text,
         "query_embedding": q.embedding if semantic else None,
         "lexical_weight": f.lexical_weight if lexical else 0.0,
         "semantic_weight": f.semantic_weight if semantic else 0.0,
@@ -131,7 +120,7 @@ def pg_filters(req: SearchRequest) -> dict[str, Any]:
 
 
 async def _ranked(
-    conn: psycopg.AsyncConnection, query: Query, params: dict[str, Any]
+    conn: psycopg.AsyncConnection, query: pgsql.Composed, params: dict[str, Any]
 ) -> list[RankedRow]:
     """Run a ranking query; its columns are RankedRow's fields, by name."""
     async with conn.cursor(row_factory=class_row(RankedRow)) as cur:

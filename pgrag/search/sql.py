@@ -1,27 +1,31 @@
-"""The SQL the search service runs; the ranking itself lives in sql/functions/. The ranking
-queries name their columns alike (RankedRow reads them by name) and call the ranking
-functions in named notation, the ranking options as one `opts` argument (OPTIONS_SQL), so
-an argument or an option added to them shifts nothing here."""
+"""The SQL the search service runs; the ranking itself lives in sql/functions/. Every
+ranking is one call of its ranker's function (search/modes.py's rankers' table), all alike:
+each argument in named notation, the ranking options as one `opts` argument (OPTIONS_SQL),
+the columns RankedRow reads by name, so an argument, an option or a ranker added to them
+shifts nothing here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 
 from psycopg import sql
 
 from pgrag.search.options import OPTIONS_SQL
 
-# what a fused ranking takes besides `opts` (search/ranking.py fills both)
-REQUEST_ARGS: tuple[str, ...] = (
+# what every ranker function takes besides `opts` (search/ranking.py fills them all)
+RANK_ARGS: tuple[str, ...] = (
     "query_text",
     "query_embedding",
-    "match_count",
-    "match_offset",
+    "scope",
     "collection_ids",
     "filters",
+    "match_count",
+    "match_offset",
     "min_similarity",
     "embedding_model",
     "query_lang",
+    "with_parts",
 )
 
 
@@ -36,79 +40,14 @@ def _named(names: Iterable[str]) -> sql.Composed:
     )
 
 
-HYBRID_SQL = sql.SQL(
-    """
-SELECT rank, chunk_id, document_id, lexical_rank, lexical_score, semantic_rank, semantic_score,
-       fused_score, total_candidates AS total
-FROM pgrag.hybrid_search({args})
-"""
-).format(args=_named(REQUEST_ARGS))
+@cache
+def ranking_sql(function: str) -> sql.Composed:
+    """The call of a ranker's function: its name comes from the rankers' table, never from
+    a request, and is quoted as an identifier."""
+    return sql.SQL("SELECT * FROM {}({})").format(
+        sql.Identifier("pgrag", function), _named(RANK_ARGS)
+    )
 
-# an explained search: the same ranking with each fused score's two terms (RankedRow's
-# trailing fields), logged with the search so that its chart needs no replay
-HYBRID_PARTS_SQL = sql.SQL(
-    """
-SELECT d.rank, d.chunk_id, d.document_id, d.lexical_rank, d.lexical_score, d.semantic_rank,
-       d.semantic_score, d.fused_score, d.total_candidates AS total, d.fusion_used AS fusion,
-       p.lexical_part, p.semantic_part, d.lexical_share, d.semantic_cosine, d.centred
-FROM pgrag.hybrid_search_detail({args}) d
-CROSS JOIN LATERAL pgrag.fused_parts(
-    {opts}, d.lexical_share, d.lexical_norm, d.semantic_norm, d.lexical_rank, d.semantic_rank) p
-ORDER BY d.rank
-"""
-).format(args=_named(REQUEST_ARGS), opts=OPTIONS_SQL)
-
-DOCUMENTS_SQL = sql.SQL(
-    """
-SELECT rank, best_chunk_id AS chunk_id, document_id, lexical_rank, lexical_score,
-       semantic_rank, semantic_score, fused_score, total_documents AS total, chunk_ids
-FROM pgrag.hybrid_search_documents({args})
-"""
-).format(args=_named(REQUEST_ARGS))
-
-# pgrag.regex_search orders by matches, path and chunk position; two collections can hold
-# the same path, and such ties came back in a different order from one call to the next
-# (pages repeated and skipped hits). The chunk id settles them, so every page of a walk
-# reads one ranking.
-_REGEX_RANKED = """
-WITH ranked AS (
-    SELECT row_number() OVER (ORDER BY r.matches DESC, d.path, c.ordinal, r.chunk_id)::int
-               AS rank,
-           r.chunk_id, r.document_id, r.matches, r.total_candidates
-    FROM pgrag.regex_search(%(pattern)s, 2147483647, %(collection_ids)s, %(filters)s, 0) r
-    JOIN pgrag.chunks c ON c.id = r.chunk_id
-    JOIN pgrag.documents d ON d.id = r.document_id AND d.collection_id = c.collection_id
-)"""
-
-REGEX_SQL = (
-    _REGEX_RANKED
-    + """
-SELECT rank, chunk_id, document_id, total_candidates AS total, matches AS regex_matches
-FROM ranked
-ORDER BY rank
-LIMIT %(match_count)s OFFSET %(match_offset)s
-"""
-)
-
-REGEX_DOCUMENTS_SQL = (
-    _REGEX_RANKED
-    + """, hits AS (
-    SELECT r.*, row_number() OVER (PARTITION BY r.document_id ORDER BY r.rank) AS nth
-    FROM ranked r
-), docs AS (
-    SELECT b.document_id, b.chunk_id, b.rank AS best_rank,
-           (SELECT sum(x.matches) FROM hits x WHERE x.document_id = b.document_id)::int AS n,
-           (SELECT array_agg(x.chunk_id ORDER BY x.rank) FROM hits x
-             WHERE x.document_id = b.document_id AND x.nth <= %(chunks_per_document)s) AS chunk_ids
-    FROM hits b WHERE b.nth = 1
-)
-SELECT row_number() OVER (ORDER BY d.n DESC, d.best_rank)::int AS rank, d.chunk_id,
-       d.document_id, count(*) OVER ()::int AS total, d.n AS regex_matches, d.chunk_ids
-FROM docs d
-ORDER BY d.n DESC, d.best_rank
-LIMIT %(match_count)s OFFSET %(match_offset)s
-"""
-)
 
 # milliseconds, as a literal (SET takes no parameters). A SET statement, not set_config():
 # in a scoped transaction Citus passes it on to the workers (sql/functions/10_filters.sql)

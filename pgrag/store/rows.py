@@ -13,7 +13,7 @@ from uuid import UUID
 
 @dataclass(frozen=True)
 class RankedRow:
-    """One row of a ranking query (search/sql.py: hybrid, documents, regex), read by column
+    """One row of a ranker function (sql/functions/56_rankers.sql), read by column
     name; a query leaves out the columns its ranking has no value for."""
 
     rank: int
@@ -27,7 +27,7 @@ class RankedRow:
     fused_score: float | None = None
     regex_matches: int | None = None
     chunk_ids: list[int] | None = None  # scope=documents: the document's best chunks
-    # an explained hybrid-family chunk search (HYBRID_PARTS_SQL): its fused score's terms
+    # an explained fused chunk search (pgrag.rank_fused with_parts): its fused score's terms
     fusion: str | None = None
     lexical_part: float | None = None
     semantic_part: float | None = None

@@ -30,27 +30,17 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgrag.mcp.app_state import tool_name
+from pgrag.mcp.toolsets.core import handlers
 from tests.fixtures.knowledge_base import KB_DIRNAME, build_knowledge_base
 from tests.support.commands import pgrag_cmd
 from tests.support.databases import create_database, drop_database
 from tests.support.servers import free_port, wait_http
 
 KB_COLLECTION = "kb"
-# the tools of the default `core` toolset, as every MCP client should list them
-CORE_TOOLS = frozenset(
-    {
-        "search",
-        "list_folders",
-        "list_documents",
-        "get_document_outline",
-        "get_document_data",
-        "get_pages",
-        "get_sheet_data",
-        "get_slides",
-        "get_status",
-        "get_embedding",
-    }
-)
+# the tools of the default `core` toolset, as every MCP client should list them: `search`
+# and the package's handlers (a new handler is listed with nothing to add here)
+CORE_TOOLS = frozenset({"search", *(str(tool_name(h)) for h in handlers())})
 BULK_COLLECTION = "bulk"
 OTHER_COLLECTION = "other"
 HASH_MODEL = "hash/384"

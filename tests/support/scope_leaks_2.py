@@ -16,7 +16,6 @@ from tests.support.kb_server import (
     API_KEYS,
     FULL_KEY,
     KB_COLLECTION,
-    OTHER_TEXT,
     SCOPED_KEY,
     HttpServer,
     KnowledgeBase,
@@ -24,10 +23,8 @@ from tests.support.kb_server import (
 )
 from tests.support.scope_leaks import (
     COMPAT_TOOLSETS,
-    CORE,
     KB_ROLES,
     NO_ID,
-    TOKEN_REQUESTS,
     A,
     Probe,
     World,
@@ -42,6 +39,7 @@ from tests.support.scope_leaks import (
     world_of,
 )
 from tests.support.scope_leaks_chunks import CHUNK_ATTACKS
+from tests.support.scope_leaks_core import CORE, CORE_CONTROLS, TOKEN_REQUESTS
 from tests.support.searxng import FakeSearxng
 
 CONTENT_RESOURCE = "pgrag://documents/{document_id}/content{?start}"
@@ -380,14 +378,7 @@ REST = [
 
 
 CONTROLS = [  # toolset, target, arguments, what the answer with A's data holds
-    ("core", "search", {"query": "heron offsite Lisbon", "mode": "keyword"}, "$a"),
-    ("core", "list_folders", {}, '"Other"'),
-    ("core", "list_documents", {}, "$a"),
-    ("core", "get_document_outline", {"document_id": "$a"}, "$a_path"),
-    ("core", "get_document_data", {"document_id": "$a_path"}, "heron"),
-    ("core", "get_pages", {"document_id": "$a"}, "heron"),
-    ("core", "get_status", {"document_id": "$a_path"}, "$a"),
-    ("core", "get_embedding", {"text": OTHER_TEXT}, "dimensions"),
+    *[("core", tool, args, holds) for tool, args, holds in CORE_CONTROLS],
     ("core", "pgrag://documents/{document_id}", {"document_id": "$a"}, "$a_path"),
     ("core", CONTENT_RESOURCE, {"document_id": "$a"}, "heron"),
     ("core", "resources/list", {}, "$a"),

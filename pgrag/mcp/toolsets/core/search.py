@@ -1,16 +1,13 @@
-"""search and get_embedding: ranked passages, and the query vector behind them."""
+"""search: ranked passages (the query vector behind them: vectors.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from mcp.server.mcpserver import Context
-from pydantic import Field
 
 from pgrag.mcp.app_state import enveloped, scope_of, state_of
-from pgrag.mcp.envelope import Envelope
 from pgrag.mcp.paged import Page
-from pgrag.mcp.schemas import EmbeddingData
 from pgrag.mcp.signature import fields_of, takes
 from pgrag.mcp.toolsets.core.common import result
 from pgrag.search.models import SearchData, SearchRequest
@@ -40,21 +37,3 @@ async def search(ctx: Context[Any, Any], **fields: Any) -> Any:
         max_tokens=max_tokens,
     )
     return cut.envelope(page.data, "SEARCH_COMPLETED")
-
-
-@enveloped(timeout=SEARCH_TIMEOUT_S)  # the same embedding work as search
-async def get_embedding(
-    text: Annotated[str, Field(min_length=1, max_length=8000, description="text to embed")],
-    ctx: Context[Any, Any],
-) -> result(EmbeddingData):  # type: ignore[valid-type]
-    """The embedding vector of a text with the same model the index uses (query form),
-    for custom similarity logic in advanced agents."""
-    state = state_of(ctx)
-    vec = await state.provider.embed_query(text)
-    return Envelope[EmbeddingData](
-        data=EmbeddingData(
-            embedding=[round(float(x), 6) for x in vec],
-            model=state.provider.model,
-            dimensions=len(vec),
-        )
-    )
