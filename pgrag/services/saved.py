@@ -20,6 +20,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgrag.config.ingest import IngestSettings
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.embeddings.cache import embed_passages_cached
@@ -37,7 +38,6 @@ from pgrag.services.saved_content import (
     prepare,
     version_fields,
 )
-from pgrag.settings import Settings
 from pgrag.store import documents as doc_store
 from pgrag.store import pages, removals
 from pgrag.store import saved as store
@@ -141,11 +141,13 @@ class _Version:
 @dataclass(frozen=True)
 class SavedDocuments:
     """The saved documents of the server's collection (settings.collection) as one caller
-    sees them: `scope` is the collections the caller may read (None = all)."""
+    sees them: `scope` is the collections the caller may read (None = all), `max_chars` a
+    document's longest text (PGRAG_WRITE_MAX_CHARS)."""
 
     pool: AsyncConnectionPool
     provider: EmbeddingProvider
-    settings: Settings
+    settings: IngestSettings
+    max_chars: int
     scope: list[str] | None
 
     def require_collection_in_scope(self) -> None:
@@ -164,7 +166,7 @@ class SavedDocuments:
         name_title = (new.title or new.topic or "").strip()
         if not name_title:
             raise InvalidArgument("give the document a topic or a title", detail={"field": "topic"})
-        text = check_content(new.content, self.settings.write_max_chars)
+        text = check_content(new.content, self.max_chars)
         user_meta = check_metadata(new.metadata)
         sub = clean_folder(new.folder)
         doc_id = uuid.uuid4()
@@ -193,7 +195,7 @@ class SavedDocuments:
         self.require_collection_in_scope()
         s = self.settings
         new_content = (
-            check_content(patch.content, s.write_max_chars) if patch.content is not None else None
+            check_content(patch.content, self.max_chars) if patch.content is not None else None
         )
         new_meta = check_metadata(patch.metadata) if patch.metadata is not None else None
         new_folder = clean_folder(patch.folder) if patch.folder is not None else None

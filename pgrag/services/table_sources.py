@@ -22,10 +22,10 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 
 from pgrag import metrics
+from pgrag.config.ingest import IngestSettings
 from pgrag.db.scope import scoped_connection
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import Forbidden, InvalidArgument, NotFound
-from pgrag.settings import Settings
 from pgrag.store import table_sources as store
 
 if TYPE_CHECKING:  # the ingestion modules load when a drain runs, not with every server
@@ -82,7 +82,7 @@ class SourceInfo(BaseModel):
     synced_at: datetime | None
 
 
-def chunking(settings: Settings) -> Chunking:
+def chunking(settings: IngestSettings) -> Chunking:
     from pgrag.ingest.table_rows import Chunking
 
     return Chunking(
@@ -97,7 +97,7 @@ def chunking(settings: Settings) -> Chunking:
 def syncer(
     pool: AsyncConnectionPool,
     provider: EmbeddingProvider,
-    settings: Settings,
+    settings: IngestSettings,
     progress: Progress | None = None,
 ) -> TableSync:
     from pgrag.ingest.table_sync import TableSync
@@ -185,7 +185,7 @@ async def refresh_metrics(pool: AsyncConnectionPool) -> None:
 
 
 async def remove_source(
-    pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: Settings, name: str
+    pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: IngestSettings, name: str
 ) -> None:
     """Drop the triggers and queue, then the documents, then the source."""
     async with pool.connection() as conn:
@@ -197,7 +197,7 @@ async def remove_source(
 async def sync(
     pool: AsyncConnectionPool,
     provider: EmbeddingProvider,
-    settings: Settings,
+    settings: IngestSettings,
     name: str | None = None,
     progress: Progress | None = None,
 ) -> list[SourceProgress]:
@@ -216,7 +216,7 @@ async def sync(
 
 
 async def follow(
-    dsn: str, pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: Settings
+    dsn: str, pool: AsyncConnectionPool, provider: EmbeddingProvider, settings: IngestSettings
 ) -> None:
     """`pgrag serve`: drain whenever a source's triggers NOTIFY (several servers drain one
     queue safely), until cancelled; reconnect when the database goes away."""

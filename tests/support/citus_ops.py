@@ -359,7 +359,8 @@ async def _write_and_delete(dsn: str, root: Path) -> dict[str, Any]:
     ingested document as the REST API does, drop a folder as watch mode does; what
     find_documents and a search see after."""
     async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
-        saved = SavedDocuments(db.pool, PROVIDER, _settings(dsn), None)
+        settings = _settings(dsn)
+        saved = SavedDocuments(db.pool, PROVIDER, settings, settings.write_max_chars, None)
         kept = await saved.create(
             NewDocument(
                 content="# Supplier onboarding\n\nNew suppliers send their bank details and "
@@ -484,7 +485,7 @@ async def _graph_links_after_deletes(dsn: str, root: Path) -> list[tuple[Any, ..
     async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
         ingestor = Ingestor(db.pool, PROVIDER, collection="graphs")
         assert not (await ingestor.run([root])).failures
-        saved = SavedDocuments(db.pool, PROVIDER, settings, None)
+        saved = SavedDocuments(db.pool, PROVIDER, settings, settings.write_max_chars, None)
         note = await saved.create(NewDocument(content="# Note\n\nA note on desks.", topic="Note"))
         async with db.pool.connection() as conn:
             await conn.execute(

@@ -84,7 +84,7 @@ async def writer_steps(url: str, tmp: Path) -> dict[str, list[str]]:
         assert await ingestor.remove(root.resolve(), ["c.md"]) == ["c.md"]
         await step("watch mode: a file deleted")
 
-        saved = SavedDocuments(db.pool, provider, settings, None)
+        saved = SavedDocuments(db.pool, provider, settings, settings.write_max_chars, None)
         note = await saved.create(NewDocument(content="# Note\n\nremember the okapis.", topic="t"))
         await step("write toolset: save")
         await saved.update(note.document_id, DocumentPatch(folder="moved", tags=["x"]))

@@ -24,4 +24,5 @@ def result(model: type[Any]) -> Any:
 def saved_documents(ctx: Context[Any, Any]) -> SavedDocuments:
     """The saved-documents service as the calling key sees it."""
     state = state_of(ctx)
-    return SavedDocuments(state.pool, state.provider, state.settings, scope_of(ctx))
+    s = state.settings
+    return SavedDocuments(state.pool, state.provider, s, s.write_max_chars, scope_of(ctx))
