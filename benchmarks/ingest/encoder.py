@@ -14,8 +14,10 @@ every core, and tokens per CPU-second (moves much less with the machine's load);
 of short queries alone, and beside a passage batch on every core in the same process (as
 `pgrag serve` runs them); first load with and without OpenVINO's compile cache; RSS after
 the run and peak; the installed size of the runtime. The fp32 limit is the machine's numpy
-GEMM rate on the encoder's shapes over e5-small's FLOPs per token; the int8 ceiling is not
-measured here (docs/encoder.md).
+GEMM rate on the encoder's shapes over e5-small's FLOPs per token, the int8 ceiling ONNX
+Runtime's int8 GEMM (MatMulInteger, VNNI where the CPU has it) on the same shapes; each
+engine's share of both is reported. The query p50 (alone and beside a batch) is also
+stated as a ratio to today's engine's (target for the `openvino` engine: <= 0.8x).
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ def _reply(obj: Any) -> None:
 
 
 def gemm_worker() -> None:
-    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens."""
+    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens, and GOP/s
+    of ONNX Runtime's int8 MatMulInteger on the same shapes (hardware.py)."""
+    import hardware
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -107,6 +111,7 @@ def gemm_worker() -> None:
         for m, k, n in shapes
     ]
     flops = sum(2 * m * k * n for m, k, n in shapes)
+    int8 = hardware.int8_sessions(shapes, int(os.environ["OPENBLAS_NUM_THREADS"]))
     for line in sys.stdin:
         if line.strip() != "run":
             break
@@ -116,7 +121,7 @@ def gemm_worker() -> None:
             for a, b in ops:
                 a @ b
             best = min(best, time.perf_counter() - t)
-        _reply({"gflops": flops / best / 1e9})
+        _reply({"gflops": flops / best / 1e9, "int8_gops": hardware.int8_gops(int8, shapes, 5)})
 
 
 def make_engine(name: str, home: Path, threads: int) -> Any:
@@ -319,6 +324,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n in workers
     }
     rates: dict[int, list[float]] = {t: [] for t in gemm}
+    int8_rates: dict[int, list[float]] = {t: [] for t in gemm}
     order = list(workers)
     for r in range(args.repeats):
         for n in order[r % len(order) :] + order[: r % len(order)]:
@@ -333,13 +339,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             s["beside"].extend(w.ask("beside")["latencies"])
             print(f"round {r + 1}: {n} {s[keys[-1]][-1]:.0f} tok/s", file=sys.stderr)
         for t, g in gemm.items():
-            rates[t].append(g.ask("run")["gflops"])
+            got = g.ask("run")
+            rates[t].append(got["gflops"])
+            int8_rates[t].append(got["int8_gops"])
     rss = {n: w.close() for n, w in workers.items()}
     for g in gemm.values():
         g.close()
     shutil.rmtree(home, ignore_errors=True)
     return summarise(
-        args, cores, names, info, samples, rates, rss, loads, skipped, load_before, len(QUERIES)
+        args,
+        cores,
+        names,
+        info,
+        samples,
+        (rates, int8_rates),
+        rss,
+        loads,
+        skipped,
+        load_before,
+        len(QUERIES),
     )
 
 
