@@ -98,9 +98,10 @@ def _reply(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def gemm_worker() -> None:
-    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens, and GOP/s
-    of ONNX Runtime's int8 MatMulInteger on the same shapes (hardware.py)."""
+def gemm_worker(int8: bool) -> None:
+    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens, or (int8)
+    GOP/s of ONNX Runtime's MatMulInteger on the same shapes (hardware.py): each in a process
+    of its own, so that one's idle threads do not spin against the other's."""
     import hardware
     import numpy as np
 
@@ -111,17 +112,21 @@ def gemm_worker() -> None:
         for m, k, n in shapes
     ]
     flops = sum(2 * m * k * n for m, k, n in shapes)
-    int8 = hardware.int8_sessions(shapes, int(os.environ["OPENBLAS_NUM_THREADS"]))
+    threads = int(os.environ["OPENBLAS_NUM_THREADS"])
+    session = hardware.int8_session(shapes, threads) if int8 else None
     for line in sys.stdin:
         if line.strip() != "run":
             break
+        if session:
+            _reply({"rate": hardware.int8_gops(session, shapes, 5)})
+            continue
         best = float("inf")
         for _ in range(5):
             t = time.perf_counter()
             for a, b in ops:
                 a @ b
             best = min(best, time.perf_counter() - t)
-        _reply({"gflops": flops / best / 1e9, "int8_gops": hardware.int8_gops(int8, shapes, 5)})
+        _reply({"rate": flops / best / 1e9})
 
 
 def make_engine(name: str, home: Path, threads: int) -> Any:
@@ -317,14 +322,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             w.close()
             continue
         workers[n], info[n] = w, got
-    gemm = {t: Worker(["--gemm"], t) for t in sorted({1, cores})}
+    gemm = {(t, k): Worker([k], t) for t in sorted({1, cores}) for k in ("--gemm", "--int8")}
     keys = [f"passages_{t}" for t in sorted({1, cores})]
     samples: dict[str, dict[str, list[float]]] = {
         n: {k: [] for k in [*keys, *(f"cpu_{k}" for k in keys), "query", "query_cpu", "beside"]}
         for n in workers
     }
-    rates: dict[int, list[float]] = {t: [] for t in gemm}
-    int8_rates: dict[int, list[float]] = {t: [] for t in gemm}
+    rates: dict[int, list[float]] = {t: [] for t in sorted({1, cores})}
+    int8_rates: dict[int, list[float]] = {t: [] for t in sorted({1, cores})}
     order = list(workers)
     for r in range(args.repeats):
         for n in order[r % len(order) :] + order[: r % len(order)]:
@@ -338,10 +343,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             s["query_cpu"].extend(q["cpu"])
             s["beside"].extend(w.ask("beside")["latencies"])
             print(f"round {r + 1}: {n} {s[keys[-1]][-1]:.0f} tok/s", file=sys.stderr)
-        for t, g in gemm.items():
-            got = g.ask("run")
-            rates[t].append(got["gflops"])
-            int8_rates[t].append(got["int8_gops"])
+        for (t, kind), g in gemm.items():
+            (rates if kind == "--gemm" else int8_rates)[t].append(g.ask("run")["rate"])
     rss = {n: w.close() for n, w in workers.items()}
     for g in gemm.values():
         g.close()
@@ -372,9 +375,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--gemm", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--int8", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.gemm:
-        return gemm_worker()
+    if args.gemm or args.int8:
+        return gemm_worker(args.int8)
     if args.worker:
         return engine_worker(args.worker, args.threads, args.home, args.passages)
     result = run(args)

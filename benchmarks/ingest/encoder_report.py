@@ -82,8 +82,11 @@ def summarise(
             e[f"tokens_per_cpu_s_{t}t"] = round(median(s[f"cpu_passages_{t}"]))
             e[f"share_of_fp32_limit_{t}t"] = round(tps / (gflops[t] * 1e9 / flops["total"]), 3)
             e[f"share_of_int8_limit_{t}t"] = round(tps / (gops[t] * 1e9 / flops["total"]), 3)
-            if base:
-                e[f"ratio_{t}t"] = round(tps / median(base[f"passages_{t}"]), 2)
+        cpu_s = median(s["cpu_passages_1"])  # per CPU-second: against one core's rates
+        e["share_of_fp32_limit_per_cpu_s"] = round(cpu_s / (gflops[1] * 1e9 / flops["total"]), 3)
+        e["share_of_int8_limit_per_cpu_s"] = round(cpu_s / (gops[1] * 1e9 / flops["total"]), 3)
+        for t in sorted({1, cores}) if base else []:
+            e[f"ratio_{t}t"] = round(median(s[f"passages_{t}"]) / median(base[f"passages_{t}"]), 2)
         e["query_p50_ms"] = round(1000 * median(s["query"]), 1)
         e["query_cpu_p50_ms"] = round(1000 * median(s["query_cpu"]), 1)
         e["query_p50_beside_batch_ms"] = (
@@ -139,8 +142,8 @@ def _cpu_model() -> str:
 def print_table(result: dict[str, Any]) -> None:
     c = result["machine"]["cpus"]
     print(
-        f"| engine | tok/s 1t | tok/s {c}t | × today ({c}t) | tok/CPU-s 1t | share fp32 / int8 "
-        f"limit ({c}t) | query p50 (CPU) | × today | beside a batch | × today | first load (no "
+        f"| engine | tok/s 1t | tok/s {c}t | × today ({c}t) | tok/CPU-s 1t | share of fp32 / int8 "
+        f"limit: {c}t; per CPU-s (1t) | query p50 (CPU) | × today | beside a batch | × today | first load (no "
         "cache / cache) | RSS after / peak | installed |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -149,7 +152,8 @@ def print_table(result: dict[str, Any]) -> None:
         print(
             f"| {n} | {e['tokens_per_s_1t']:,} | {e[f'tokens_per_s_{c}t']:,} | "
             f"{e.get(f'ratio_{c}t', '-')}× | {e['tokens_per_cpu_s_1t']:,} | "
-            f"{e[f'share_of_fp32_limit_{c}t']} / {e[f'share_of_int8_limit_{c}t']} | "
+            f"{e[f'share_of_fp32_limit_{c}t']} / {e[f'share_of_int8_limit_{c}t']}; "
+            f"{e['share_of_fp32_limit_per_cpu_s']} / {e['share_of_int8_limit_per_cpu_s']} | "
             f"{e['query_p50_ms']} ms ({e['query_cpu_p50_ms']} CPU) | "
             f"{e.get('query_p50_vs_today', '-')}× ({e.get('query_cpu_p50_vs_today', '-')}× CPU) | "
             f"{e['query_p50_beside_batch_ms']} ms | {e.get('query_p50_beside_batch_vs_today', '-')}× | "

@@ -37,41 +37,41 @@ def _measure() -> float:
     return 2.0 * M * K * N / best / 1e9
 
 
-def int8_sessions(shapes: list[tuple[int, int, int]], threads: int) -> list[Any]:
-    """One ONNX Runtime session per shape: MatMulInteger of a uint8 (m, k) input by a
-    constant int8 (k, n) weight (prepacked, as a quantized model's), on `threads` threads."""
+def int8_session(shapes: list[tuple[int, int, int]], threads: int) -> tuple[Any, dict[str, Any]]:
+    """One ONNX Runtime session (one thread pool: a session per shape would leave each pool
+    spinning against the next) of a MatMulInteger per shape: a uint8 (m, k) input by a
+    constant int8 (k, n) weight (prepacked, as a quantized model's), on `threads` threads.
+    Returns the session and its inputs."""
     import numpy as np
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    out = []
-    for m, k, n in shapes:
-        weight = rng.integers(-128, 128, (k, n), dtype=np.int8)
-        graph = helper.make_graph(
-            [helper.make_node("MatMulInteger", ["a", "w"], ["y"])],
-            "int8_gemm",
-            [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])],
-            [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
-            [numpy_helper.from_array(weight, "w")],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        session = ort.InferenceSession(model.SerializeToString(), opts)
-        out.append((session, rng.integers(0, 256, (m, k), dtype=np.uint8)))
-    return out
+    nodes, inputs, outputs, weights, feeds = [], [], [], [], {}
+    for i, (m, k, n) in enumerate(shapes):
+        nodes.append(helper.make_node("MatMulInteger", [f"a{i}", f"w{i}"], [f"y{i}"]))
+        inputs.append(helper.make_tensor_value_info(f"a{i}", TensorProto.UINT8, [m, k]))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.INT32, [m, n]))
+        w = rng.integers(-128, 128, (k, n), dtype=np.int8)
+        weights.append(numpy_helper.from_array(w, f"w{i}"))
+        feeds[f"a{i}"] = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    graph = helper.make_graph(nodes, "int8_gemm", inputs, outputs, weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    return ort.InferenceSession(model.SerializeToString(), opts), feeds
 
 
-def int8_gops(sessions: list[Any], shapes: list[tuple[int, int, int]], repeats: int) -> float:
-    """GOP/s (2 ops per multiply-add) of the sessions run one after another, best of repeats."""
-    for session, a in sessions:  # warm-up: threads started, weights packed
-        session.run(None, {"a": a})
+def int8_gops(
+    session: tuple[Any, dict[str, Any]], shapes: list[tuple[int, int, int]], repeats: int
+) -> float:
+    """GOP/s (2 ops per multiply-add) of one run of every shape, best of `repeats`."""
+    run, feeds = session[0].run, session[1]
+    run(None, feeds)  # warm-up: threads started, weights packed
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
-        for session, a in sessions:
-            session.run(None, {"a": a})
+        run(None, feeds)
         best = min(best, time.perf_counter() - t)
     return sum(2 * m * k * n for m, k, n in shapes) / best / 1e9
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"gflops": _measure()}))
         return 0
     for threads in args.threads:
-        int8 = int8_gops(int8_sessions([(M, K, N)], threads), [(M, K, N)], REPEATS)
+        int8 = int8_gops(int8_session([(M, K, N)], threads), [(M, K, N)], REPEATS)
         print(
             f"{threads} thread(s): {gemm_gflops(threads):.1f} GFLOP/s fp32 GEMM,"
             f" {int8:.1f} GOP/s int8 GEMM (ONNX Runtime MatMulInteger), {M}x{K}x{N}"

@@ -77,11 +77,11 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     base = p95(runs[BASELINE]) or 1.0
     for name, rs in runs.items():
         out[name] = {
-            "p50_ms": median(r["latency_ms"]["p50"] for r in rs),
+            "p50_ms": round(median(r["latency_ms"]["p50"] for r in rs), 2),
             "p95_ms": p95(rs),
             "p95_by_round": [r["latency_ms"]["p95"] for r in rs],
             "p95_vs_onnx": round(p95(rs) / base, 3),
-            "throughput_qps_median": median(r["throughput_qps"] for r in rs),
+            "throughput_qps_median": round(median(r["throughput_qps"] for r in rs), 2),
             "errors": sum(r["errors"] for r in rs),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
             "rss_after_mb_max": max(r["rss_after_mb"] for r in rs),
