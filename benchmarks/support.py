@@ -37,6 +37,7 @@ CACHE = RESULTS / "cache"
 DATA = Path(os.environ.get("PGRAG_BENCH_DATA", REPO.parent / "shared" / "bench"))
 MODEL = "local/multilingual-e5-small"
 DIMENSIONS = 384
+ENGINE_VAR = "PGRAG_EMBEDDING_ENGINE"  # the bundled model's engine, as pgrag's setting
 
 sys.path.insert(0, str(DATA))
 import beir_io  # noqa: E402  (lives next to the data, not in a package)
@@ -293,9 +294,28 @@ def copy_embeddings(
             copy.write_row((set_id, chunk_id, vec.astype(np.float32)))
 
 
+def engine_name() -> str:
+    """The bundled model's engine the benchmarks run (PGRAG_EMBEDDING_ENGINE; `auto`:
+    pgrag's own choice). `--engines` options set it for each engine in turn."""
+    return os.environ.get(ENGINE_VAR, "auto") or "auto"
+
+
+def local_provider() -> Any:
+    """The bundled model on engine_name()'s engine."""
+    from pgrag.embeddings.local import LocalE5Provider
+    from pgrag.settings import LocalEngine
+
+    return LocalE5Provider(engine=LocalEngine(engine_name()))
+
+
+def _engine_suffix() -> str:
+    """Vector caches of one engine apart from the others' (`auto` keeps the old names)."""
+    return "" if engine_name() == "auto" else f".{engine_name()}"
+
+
 def passage_vectors(set_name: str, ids: list[str], texts: list[str]) -> np.ndarray:
-    """Passage embeddings by the bundled model, cached on disk per set."""
-    path = CACHE / f"{set_name}.passages.npz"
+    """Passage embeddings by the bundled model, cached on disk per set (and engine)."""
+    path = CACHE / f"{set_name}{_engine_suffix()}.passages.npz"
     if path.exists():
         with np.load(path) as z:
             if z["ids"].tolist() == ids:
@@ -307,9 +327,7 @@ def passage_vectors(set_name: str, ids: list[str], texts: list[str]) -> np.ndarr
 
 
 async def _embed_passages(texts: list[str]) -> np.ndarray:
-    from pgrag.embeddings.local import LocalE5Provider
-
-    provider = LocalE5Provider()
+    provider = local_provider()
     try:
         return await provider.embed_passages(texts)
     finally:
@@ -323,7 +341,7 @@ def query_vectors(set_name: str, queries: dict[str, str]) -> tuple[np.ndarray, l
     """Query embeddings by the bundled model (LocalE5Provider.embed_query, one query at a
     time as the search service does), cached on disk per set by query text.
     Returns (vectors, model seconds of the queries embedded now)."""
-    path = CACHE / f"{set_name}.{MODEL.replace('/', '_')}.queries.npz"
+    path = CACHE / f"{set_name}.{MODEL.replace('/', '_')}{_engine_suffix()}.queries.npz"
     known: dict[str, np.ndarray] = {}
     if path.exists():
         with np.load(path) as z:
@@ -342,9 +360,7 @@ def query_vectors(set_name: str, queries: dict[str, str]) -> tuple[np.ndarray, l
 
 
 async def _embed_queries(texts: list[str]) -> tuple[np.ndarray, list[float]]:
-    from pgrag.embeddings.local import LocalE5Provider
-
-    provider = LocalE5Provider()
+    provider = local_provider()
     try:
         await provider.embed_query("warm up")
         out, seconds = [], []

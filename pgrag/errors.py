@@ -100,6 +100,13 @@ class DatabaseSetupError(PgragError):
     code = ErrorCode.DB_SETUP
 
 
+class BudgetExceeded(PgragError):
+    """The call's own work passed the budget the server gives such work (a regex past
+    PGRAG_REGEX_TIMEOUT_MS): cut, not finished, whatever the load. Admission charges it."""
+
+    code = ErrorCode.TIMEOUT
+
+
 class UpstreamError(PgragError):
     code = ErrorCode.UPSTREAM_ERROR
 

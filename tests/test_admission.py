@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from pgrag.errors import ErrorCode
+from pgrag.errors import BudgetExceeded, ErrorCode, PgragError
 from pgrag.services.admission import Admission, RateLimited
 from tests.support.commands import pgrag_cmd
 from tests.support.databases import create_database, drop_database
@@ -159,6 +159,35 @@ async def test_a_call_that_kept_its_backend_busy_is_charged_that_cpu(clock: Cloc
                 clock.now += 1.3
     assert admission.wait_s("key:light") == 0  # neither its share of the time nor CPU
     assert admission.wait_s("key:busy") > 0
+
+
+@pytest.mark.anyio
+async def test_a_call_cut_by_its_own_budget_is_charged_its_wall_time(clock: Clock) -> None:
+    """Beside ten other calls a regex cut at its budget after 1.2 s counts 2/11 of it and its
+    backend, given half a core, 0.5 s of CPU: both under the threshold. Cut, not finished,
+    it would have run at least that long alone: charged. A busy pool's TIMEOUT (a wait
+    others cause) and a page that reports a cut regex without raising follow the same rule."""
+    admission = Admission(SHARE, 0.6, max_hold_s=10.0, cores=2, clock=clock)
+
+    async def call(caller: str, error: Exception | None, ran_out: bool = False) -> None:
+        with contextlib.suppress(PgragError):
+            async with admission.admitted(caller, lambda: 0.5, lambda: ran_out):
+                clock.now += 1.2
+                if error is not None:
+                    raise error
+
+    async with contextlib.AsyncExitStack() as others:
+        for _ in range(10):
+            await _enter(admission, "key:normal", others)
+        for _ in range(2):  # the first spends the burst, the second is owed
+            await call("key:regex", BudgetExceeded("the regular expression took longer"))
+            await call("key:page", None, ran_out=True)
+            await call("key:pool", PgragError("the server is busy", code=ErrorCode.TIMEOUT))
+            await call("key:plain", None)
+    assert admission.wait_s("key:regex") > 0
+    assert admission.wait_s("key:page") > 0
+    assert admission.wait_s("key:pool") == 0
+    assert admission.wait_s("key:plain") == 0
 
 
 @pytest.mark.anyio

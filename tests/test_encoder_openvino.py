@@ -118,6 +118,16 @@ def test_compiled_models_are_cached_beside_the_graph(ov_engine: OpenVinoEngine, 
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == blobs
 
 
+def test_a_server_answering_queries_never_compiles_the_passage_model(tmp_path: Path) -> None:
+    """`serve` mostly embeds queries: the passage model (~45 MB) compiles at the first passage
+    call, not at load (the query probe already ran every op it has)."""
+    engine = OpenVinoEngine(tmp_path, 2, 2)
+    engine.queries(["what does the query model cost"])
+    assert len(list(engine.cache_dir.iterdir())) == 1  # the query model only
+    engine.passages(["the first passage compiles the passage model"], 2)
+    assert len(list(engine.cache_dir.iterdir())) == 2
+
+
 PROBE = """
 import json, logging, sys
 from pathlib import Path

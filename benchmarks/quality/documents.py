@@ -20,12 +20,18 @@ collection of one database, so texts embedded once come from the embedding cache
 
     python benchmarks/quality/documents.py [--dsn DSN] [--modes hybrid,semantic,keyword]
         [--split train|test|all] [--variants both:48,both:0,vector:48,lexical:48]
+        [--engines openvino,onnx]
+
+The bundled model runs on PGRAG_EMBEDDING_ENGINE's engine (default `auto`); `--engines`
+runs it all with each engine in turn, each into a fresh database (no embedding cache shared),
+saved as LABEL/ENGINE, then prints every figure's difference from `onnx`'s (engines.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -41,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: support.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docbench"))
 import build as docbench
+import engines
 import support
 from split import Split, part_of, select, train_keys
 
@@ -92,6 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma list of USE:TOKENS (USE: both, vector, lexical; TOKENS 0: no context),"
         " each in its own collection of one database; labels LABEL/USE:TOKENS",
     )
+    p.add_argument("--engines", default=None, help="e.g. openvino,onnx: each engine in turn")
     return p.parse_args(argv)
 
 
@@ -221,7 +229,7 @@ async def ingest_and_evaluate(
 ) -> dict[str, dict[str, Any]]:
     """Every variant in one database (one embedding cache), in the order given."""
     variants = [Variant.parse(x) for x in args.variants.split(",") if x.strip()]
-    provider = LocalE5Provider()
+    provider = support.local_provider()
     results = {}
     try:
         async with open_database(load_settings(), dsn=dsn, max_size=2) as db:
@@ -334,29 +342,43 @@ def save(path: Path, label: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
-    load = [round(x, 2) for x in os.getloadavg()]
+    names = engines.parse(args.engines)
+    by_engine: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="pgrag-docbench-") as tmp:
         root = docbench.build(Path(tmp))
         with support.server(args.dsn) as admin:
-            dsn = support.fresh_database(admin, DATABASE)
-            try:
-                results = asyncio.run(ingest_and_evaluate(dsn, root, args))
-            finally:
-                support.drop_database(admin, dsn)
+            for name in names or [None]:
+                with engines.engine(name) if name else contextlib.nullcontext():
+                    label = f"{args.label}/{name}" if name else args.label
+                    by_engine[str(name)] = run_once(admin, root, args, label)
+    if names:
+        save(args.out, f"{args.label}/engine-differences", engines.differences(by_engine))
+    return 0
+
+
+def run_once(admin: str, root: Path, args: argparse.Namespace, label: str) -> dict[str, Any]:
+    """Every variant into a fresh database, printed and saved under `label`."""
+    started = time.perf_counter()
+    load = [round(x, 2) for x in os.getloadavg()]
+    dsn = support.fresh_database(admin, DATABASE)
+    try:
+        results = asyncio.run(ingest_and_evaluate(dsn, root, args))
+    finally:
+        support.drop_database(admin, dsn)
     for name, result in results.items():
         print(f"\n==== document context {name}")
         print_summary(result["summary"])
         print_location(result["summary"])
         print_parts(result)
         print_misses(result["misses"])
-        label = args.label if len(results) == 1 else f"{args.label}/{name}"
+        key = label if len(results) == 1 else f"{label}/{name}"
         save(
             args.out,
-            label,
+            key,
             {
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
                 "model": support.MODEL,
+                "engine": support.engine_name(),
                 "environment": {
                     "python": platform.python_version(),
                     "cpus": os.cpu_count(),
@@ -369,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                 "wall_s": round(time.perf_counter() - started, 1),
             },
         )
-        print(f"\nwrote {args.out} [{label}]")
-    return 0
+        print(f"\nwrote {args.out} [{key}]")
+    return results
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@ its results are also split into `cross` (question in the other language) and `sa
 
     python benchmarks/quality/quality.py --sets scifact --max-queries 100
     python benchmarks/quality/quality.py --sets scifact,xquad-zh,xquad-en2zh,cmrc2018-dev --label after
+    python benchmarks/quality/quality.py --engines openvino,onnx   (each engine in turn, #43)
+
+The bundled model runs on PGRAG_EMBEDDING_ENGINE's engine (default `auto`). `--engines`
+runs every set with each engine in turn (query vectors, and xquad-mixed's passages, embedded
+by that engine: cached apart per engine), saves each under LABEL/ENGINE and prints every
+figure's difference from `onnx`'s (engines.py; target: within 0.001).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: support.py
 import baselines
+import engines
 import support
 
 from pgrag.language import detect_language
@@ -91,6 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dsn", default=None, help="use this server (a database per set is created)")
     p.add_argument("--out", type=Path, default=support.RESULTS / "quality.json")
     p.add_argument("--label", default="latest", help="key of this run in the JSON file")
+    p.add_argument("--engines", default=None, help="e.g. openvino,onnx: each engine in turn")
     return p.parse_args(argv)
 
 
@@ -127,9 +135,7 @@ def run_mode(
 
 async def end_to_end(dsn: str, texts: list[str]) -> dict[str, list[float]]:
     """A hybrid search as the service runs it: embed the query, then the SQL (10 hits)."""
-    from pgrag.embeddings.local import LocalE5Provider
-
-    provider = LocalE5Provider()
+    provider = support.local_provider()
     sql = SEARCH_SQL.format(extra="")
     out: dict[str, list[float]] = {"model": [], "sql": [], "total": []}
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -302,17 +308,32 @@ def save(path: Path, label: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    names = engines.parse(args.engines)
+    if not names:
+        run_sets(args, args.label)
+        return 0
+    by_engine: dict[str, Any] = {}
+    for name in names:
+        print(f"\n##### engine {name}", flush=True)
+        with engines.engine(name):
+            by_engine[name] = run_sets(args, f"{args.label}/{name}")["sets"]
+    save(args.out, f"{args.label}/engine-differences", engines.differences(by_engine))
+    return 0
+
+
+def run_sets(args: argparse.Namespace, label: str) -> dict[str, Any]:
     started = time.perf_counter()
     result: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "sets": {}}
+    result["engine"] = support.engine_name()
     with support.server(args.dsn) as admin:
         result["environment"] = environment(admin)
         result["max_queries"] = args.max_queries
         for spec in [s.strip() for s in args.sets.split(",") if s.strip()]:
             result["sets"][spec] = bench_set(admin, spec, args)
             result["wall_s"] = round(time.perf_counter() - started, 1)
-            save(args.out, args.label, result)  # after every set: a failure keeps the rest
-    print(f"\nwrote {args.out} [{args.label}] in {result['wall_s']} s")
-    return 0
+            save(args.out, label, result)  # after every set: a failure keeps the rest
+    print(f"\nwrote {args.out} [{label}] in {result['wall_s']} s")
+    return result
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from psycopg import sql as pgsql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from pgrag.errors import ErrorCode, InvalidArgument, PgragError
+from pgrag.errors import BudgetExceeded, InvalidArgument
 from pgrag.language import detect_language
 from pgrag.search import sql
 from pgrag.search.keywords import to_postgres_regex
@@ -66,10 +66,9 @@ async def _bounded(
             f"{exc.diag.message_primary}. Use POSIX syntax, e.g. [[:alnum:]._%+-]+@[[:alnum:].-]+"
         ) from exc
     except psycopg.errors.QueryCanceled as exc:
-        raise PgragError(
+        raise BudgetExceeded(
             f"the regular expression took longer than {ms} ms (PGRAG_REGEX_TIMEOUT_MS): "
-            "make it more specific or add filters",
-            code=ErrorCode.TIMEOUT,
+            "make it more specific or add filters"
         ) from exc
 
 

@@ -12,7 +12,11 @@ call counts its whole wall time; a victim's call slowed by another key's 30 slow
 counts 1/31 of it; a key that pads its slow call with idle ones only raises its own rate.
 Time spent held before a call starts is never counted. Where the database's backends are
 on this host, a call that kept one busy is charged that CPU time if it is more (the even split
-undercounts a busy backend beside calls that mostly wait: db/backend_cpu.py).
+undercounts a busy backend beside calls that mostly wait: db/backend_cpu.py). A call that ran
+out of its own work budget (a regex past PGRAG_REGEX_TIMEOUT_MS: TIMEOUT) is charged its whole
+wall time: alone it would have run at least that long, since it was cut, not finished. Under
+load neither estimate sees that (a regex backend given half a core for its 1.2 s spends 0.5 s
+of CPU, under the threshold), so a client looping over cut regexes went uncharged.
 
 A call whose cost passes the slow-call threshold is charged, whole, to its caller; a caller
 whose charges run ahead of its share of the server waits before its next call starts. So one
@@ -37,7 +41,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from pgrag.errors import ErrorCode, PgragError
+from pgrag.errors import BudgetExceeded, ErrorCode, PgragError
 from pgrag.metrics import count_held_call
 
 MAX_HOLD_S = 10.0  # a longer wait is refused RATE_LIMITED (with retry_after_s) instead
@@ -52,6 +56,12 @@ def serving_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def ran_out_of_budget(exc: BaseException) -> bool:
+    """The call's own work hit its budget. Not any TIMEOUT: a busy pool's or the guard's
+    limit on the whole call are waits others can cause."""
+    return isinstance(exc, BudgetExceeded)
 
 
 class RateLimited(PgragError):
@@ -119,11 +129,15 @@ class Admission:
 
     @contextlib.asynccontextmanager
     async def admitted(
-        self, caller: str, measured: Callable[[], float] | None = None
+        self,
+        caller: str,
+        measured: Callable[[], float] | None = None,
+        ran_out: Callable[[], bool] | None = None,
     ) -> AsyncIterator[None]:
         """Wait for the caller's share while others run (or refuse past MAX_HOLD_S), run the
         call, charge what it cost: its metered time, or what `measured` says it used of
-        the cores (its database backends' CPU time), whichever is more."""
+        the cores (its database backends' CPU time), whichever is more; a call that ran out
+        of its own work budget (TIMEOUT raised, or `ran_out` says so) its whole wall time."""
         if self.share <= 0 or caller == LOCAL:
             yield
             return
@@ -136,12 +150,20 @@ class Admission:
             count_held_call("held", wait)
             await asyncio.sleep(wait)
         await self._turn(caller, deadline)  # no await between it and the start
-        started = self._start(caller)
+        began, started = self.clock(), self._start(caller)
+        cut = False
         try:
             yield
+        except BaseException as exc:
+            cut = ran_out_of_budget(exc)
+            raise
         finally:
             cost = self._end(caller) - started
-            self.charge(caller, max(cost, measured()) if measured else cost)
+            if measured:
+                cost = max(cost, measured())
+            if cut or (ran_out is not None and ran_out()):
+                cost = max(cost, self.clock() - began)
+            self.charge(caller, cost)
 
     def parallel_full(self, caller: str) -> bool:
         """The caller has C calls running while others run too: its next one queues."""

@@ -45,13 +45,15 @@ class Call:
     trace_id: str = field(default_factory=new_trace_id)
     outcome: str = SUCCESS  # the audit row's
     label: str = "ok"  # the metrics'
+    ran_out: bool = False  # its own work passed its budget (admission charges its wall time)
 
     @property
     def is_tool(self) -> bool:
         return self.transport is Transport.MCP and not self.name.startswith(RESOURCES)
 
-    def failed(self, code: str) -> None:
+    def failed(self, code: str, *, ran_out: bool = False) -> None:
         self.outcome = self.label = code
+        self.ran_out = self.ran_out or ran_out
 
 
 @contextlib.asynccontextmanager
@@ -74,7 +76,10 @@ async def guarded(
     ran = False
     try:
         with metering() as cpu:
-            async with context.admission.admitted(account, cpu.seconds), limited(timeout):
+            async with (
+                context.admission.admitted(account, cpu.seconds, lambda: call.ran_out),
+                limited(timeout),
+            ):
                 ran = True
                 yield call
     except passthrough as exc:

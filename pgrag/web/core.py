@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from pgrag.errors import ErrorCode, Forbidden, PgragError
+from pgrag.errors import BudgetExceeded, ErrorCode, Forbidden, PgragError
 from pgrag.services.auth_throttle import AuthThrottle
 from pgrag.services.context import (
     SEARCH_TIMEOUT_S,
@@ -221,7 +221,7 @@ def html_errors(
             if exc.code == ErrorCode.INTERNAL:
                 log.exception("console page failed")
             if view.call is not None:  # the page answers; the guard counts its code
-                view.call.failed(str(exc.code))
+                view.call.failed(str(exc.code), ran_out=isinstance(exc, BudgetExceeded))
             return view.error(exc)
 
     setattr(wrapped, PAGE_MARK, True)

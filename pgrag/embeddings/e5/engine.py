@@ -47,6 +47,7 @@ class _GraphEngine:
     kind: LocalEngine
     reason = ""
     passage_release_above: int | None = None  # passage calls with larger runs release memory
+    eager_passages = True  # open the passage runner at load (else at the first passage call)
 
     def __init__(self, home: Path, threads: int, query_threads: int = 1) -> None:
         from pgrag.embeddings.e5.artifacts import ensure_artifacts
@@ -63,7 +64,8 @@ class _GraphEngine:
         self._lock = threading.Lock()
         # both load now, so that a failure shows here and leaves the fallback
         self._query_runner = self._open(self._files.queries, 1, query_threads)
-        self._runner(threads)
+        if self.eager_passages:
+            self._runner(threads)
 
     def _open(self, graph: Path, threads: int, parallel: int) -> Runner:
         raise NotImplementedError
@@ -104,6 +106,10 @@ class OpenVinoEngine(_GraphEngine):
     handed back after every passage call and long query."""
 
     kind = LocalEngine.OPENVINO
+    # OpenVINO ignores the graphs' one difference (MatMulNBits' accuracy_level): the query
+    # probe runs every op the passages use, and a server that only answers queries never
+    # holds the passage model (~45 MB of a `serve` process)
+    eager_passages = False
 
     def __init__(self, home: Path, threads: int, query_threads: int = 1) -> None:
         from pgrag.embeddings.e5.openvino_runtime import openvino_core
@@ -113,9 +119,8 @@ class OpenVinoEngine(_GraphEngine):
         self.passage_release_above = RELEASE_ABOVE_TOKENS
         super().__init__(home, threads, query_threads)
         # a model can compile and still fail to run (a CPU the plugin does not support):
-        # one short text through each now, so that such a failure leaves the fallback
+        # one short text through it now, so that such a failure leaves the fallback
         self.queries(["probe"])
-        self.passages(["probe"], threads)
 
     @property
     def cache_dir(self) -> Path:
