@@ -45,7 +45,7 @@ class ServingSettings(BaseModel):
         " (`PGRAG_CALLER_SLOW_SHARE`)",
     )
     caller_slow_share: float = Field(
-        0.2,
+        0.1,
         ge=0,
         le=1,
         description="share of time one HTTP caller's slow calls may take; past it, its next call"
