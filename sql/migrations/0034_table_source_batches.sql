@@ -9,6 +9,9 @@
 -- them. Entries queued before this version (one `key` each) are drained as before.
 
 ALTER TABLE pgrag.source_queue ADD COLUMN keys text[];
+-- out of line but not compressed: a bulk statement's keys are written once and read once,
+-- and compressing a 100,000-key array costs the writer more than the bytes saved
+ALTER TABLE pgrag.source_queue ALTER COLUMN keys SET STORAGE EXTERNAL;
 -- the single key column's type when keys hold its values as text (NULL: JSON objects)
 ALTER TABLE pgrag.table_sources ADD COLUMN key_cast text;
 ALTER TABLE pgrag.source_queue ADD CONSTRAINT source_queue_keys_check
