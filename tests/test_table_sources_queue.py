@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 import pytest
 
+from pgrag.db import migrations
 from pgrag.ingest import table_sync
 from pgrag.services import table_sources as service
 from tests.support.pools import vector_pool
@@ -111,3 +113,46 @@ async def test_a_source_compiles_its_own_trigger_function(dsn: str) -> None:
         assert (info.rows_indexed, info.pending) == (1, 0)
         execute(dsn, "UPDATE notes SET other = 'y'")  # not indexed
         assert queue(dsn) == (0, 0)
+
+
+async def test_an_upgrade_moves_a_former_source_to_its_own_function(dsn: str) -> None:
+    """A source added before functions were generated (its triggers call the shared
+    pgrag.table_source_changed(), one key per entry) moves to its own when the function
+    files are applied; what it queued before is drained as before."""
+    make_tickets(dsn)
+    async with session(dsn) as (pool, provider):
+        await service.add_source(pool, tickets_source())
+        await sync(dsn, pool, provider)
+        ((sid,),) = execute(dsn, "SELECT id FROM pgrag.table_sources")
+        execute(dsn, "SELECT pgrag.drop_table_source_triggers(%s, 'tickets')", (sid,))
+        execute(dsn, "SELECT pgrag.drop_table_source_function(%s)", (sid,))
+        for event, table in (
+            ("INSERT", "NEW TABLE AS new_rows"),
+            ("DELETE", "OLD TABLE AS old_rows"),
+        ):
+            execute(
+                dsn,
+                f"CREATE TRIGGER pgrag_source_{sid}_{event[:3].lower()} AFTER {event} ON tickets"
+                f" REFERENCING {table} FOR EACH STATEMENT"
+                f" EXECUTE FUNCTION pgrag.table_source_changed('{sid}')",
+            )
+        execute(dsn, "INSERT INTO tickets (id, subject, body) VALUES (4, 'Old', 'Former qv4410')")
+        assert execute(dsn, "SELECT key, keys FROM pgrag.source_queue") == [({"id": 4}, None)]
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await conn.execute("UPDATE pgrag.schema_functions SET checksum = 'old'")
+            await migrations.migrate(conn)
+        finally:
+            await conn.close()
+        functions = execute(
+            dsn,
+            "SELECT DISTINCT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+            " WHERE t.tgrelid = 'tickets'::regclass AND NOT t.tgisinternal",
+        )
+        assert functions == [(f"table_source_changed_{sid}",)]
+        execute(dsn, "INSERT INTO tickets (id, subject, body) VALUES (5, 'New', 'Current qv5520')")
+        assert queue(dsn) == (2, 1)  # the former entry (one `key`) and the new one
+        (info,) = await service.list_sources(pool)
+        assert info.pending == 2
+        (done,) = await sync(dsn, pool, provider)
+        assert done.written == 2 and queue(dsn) == (0, 0)

@@ -239,17 +239,40 @@ BEGIN
 END
 $$;
 
--- Sources registered before their trigger functions were generated keep the shared
--- pgrag.table_source_changed() until added again; a source's generated function is
--- regenerated whenever these files are applied (a change of what it compiles to).
+-- Whenever these files are applied: each source's generated function is regenerated (a
+-- change of what it compiles to), and a source registered before functions were generated
+-- (its triggers call the shared pgrag.table_source_changed(), migration 0030) moves to its
+-- own, in the same mode (row-level on a subscriber). Moving needs the right to create
+-- triggers on the table: without it the source keeps the shared function (which queues one
+-- key per entry, drained as before) and a NOTICE says to add it again.
 DO $$
 DECLARE
-    sid bigint;
+    t record;
 BEGIN
-    FOR sid IN SELECT t.id FROM pgrag.table_sources t WHERE t.state <> 'removed'
-                 AND EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'pgrag'::regnamespace
-                             AND p.proname = format('table_source_changed_%s', t.id)) LOOP
-        PERFORM pgrag.compile_table_source(sid);
+    FOR t IN SELECT s.id, s.name, s.relation,
+                    EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = s.relation
+                            AND g.tgfoid = 'pgrag.table_source_changed()'::regprocedure)
+                        AS shared,
+                    EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = s.relation
+                            AND g.tgfoid = 'pgrag.table_source_changed()'::regprocedure
+                            AND g.tgtype & 1 = 1) AS row_level
+             FROM pgrag.table_sources s
+             WHERE s.state <> 'removed' AND EXISTS (SELECT 1 FROM pg_class c
+                                                    WHERE c.oid = s.relation) LOOP
+        IF NOT t.shared THEN
+            IF to_regprocedure(format('pgrag.table_source_changed_%s()', t.id)) IS NOT NULL THEN
+                PERFORM pgrag.compile_table_source(t.id);
+            END IF;
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM pgrag.compile_table_source(t.id);
+            PERFORM pgrag.drop_table_source_triggers(t.id, t.relation);
+            PERFORM pgrag.create_table_source_triggers(t.id, t.relation, t.row_level);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE NOTICE 'pgrag: source % keeps its former trigger (%): add it again to move it '
+                'to its own', t.name, SQLERRM;
+        END;
     END LOOP;
 END
 $$;
