@@ -234,12 +234,13 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
     t0 = time.perf_counter()
     await service.sync(pool, provider, settings, "b_tickets", progress)
     seconds = time.perf_counter() - t0
-    tokens = _tokens(dsn, "tables/b_tickets/")
+    tokens, chunks = _tokens(dsn, "tables/b_tickets/")
     return {
         "rows": rows,
         "seconds": round(seconds, 2),
         "rows_per_s": round(rows / seconds, 1),
         "tokens": tokens,
+        "chunks": chunks,
         "tokens_per_s": round(tokens / seconds, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pending_checks": len(checks),
@@ -247,15 +248,16 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
     }
 
 
-def _tokens(dsn: str, prefix: str) -> int:
-    """The chunks' tokens (XLM-R, as the chunker counts them) of the documents under prefix."""
+def _tokens(dsn: str, prefix: str) -> tuple[int, int]:
+    """The chunks' tokens (XLM-R, as the chunker counts them) and the chunks (one vector
+    each: an HNSW insert) of the documents under prefix."""
     with support.connect(dsn) as conn:
-        (n,) = conn.execute(
-            "SELECT coalesce(sum(c.token_count), 0) FROM pgrag.chunks c"
+        (n, chunks) = conn.execute(
+            "SELECT coalesce(sum(c.token_count), 0), count(*) FROM pgrag.chunks c"
             " JOIN pgrag.documents d ON d.id = c.document_id WHERE d.path ^@ %s",
             (prefix,),
         ).fetchone()
-    return int(n)
+    return int(n), int(chunks)
 
 
 async def file_pipeline(dsn: str, pool: Any, files: int) -> dict[str, Any]:
@@ -282,11 +284,12 @@ async def file_pipeline(dsn: str, pool: Any, files: int) -> dict[str, Any]:
         summary = await Ingestor(pool, HashEmbedder(), collection="files").run([folder])
         seconds = time.perf_counter() - t0
     assert not summary.failures, summary.failures
-    tokens = _tokens(dsn, "tickets")
+    tokens, chunks = _tokens(dsn, "tickets")
     return {
         "files": files,
         "seconds": round(seconds, 2),
         "tokens": tokens,
+        "chunks": chunks,
         "tokens_per_s": round(tokens / seconds, 1),
     }
 
