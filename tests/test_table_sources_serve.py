@@ -49,11 +49,12 @@ def wait_until(predicate: Any, timeout: float = 180.0) -> None:
 
 
 def indexed(dsn: str) -> tuple[int, int, int]:
-    """(documents of rows, queue entries, rows)"""
+    """(documents of rows, keys queued, rows)"""
     (row,) = execute(
         dsn,
         "SELECT (SELECT count(*) FROM pgrag.documents WHERE table_source_id IS NOT NULL),"
-        " (SELECT count(*) FROM pgrag.source_queue), (SELECT count(*) FROM tickets)",
+        " (SELECT coalesce(sum(coalesce(cardinality(keys), 1)), 0)::int"
+        "  FROM pgrag.source_queue), (SELECT count(*) FROM tickets)",
     )
     return row
 

@@ -47,10 +47,12 @@ TABLE_EXISTS_SQL = "SELECT to_regclass('pgrag.schema_migrations') IS NOT NULL"
 FUNCTIONS_APPLIED_SQL = "SELECT file, checksum FROM pgrag.schema_functions"
 FUNCTIONS_TABLE_EXISTS_SQL = "SELECT to_regclass('pgrag.schema_functions') IS NOT NULL"
 # every plain function of the schema but those the migrations define (kept: generated
-# columns, policies and triggers depend on them)
+# columns, policies and triggers depend on them) and the trigger function generated for
+# each table source (81_table_source_triggers.sql regenerates them)
 OWNED_FUNCTIONS_SQL = """
 SELECT p.oid::regprocedure::text FROM pg_proc p
 WHERE p.pronamespace = 'pgrag'::regnamespace AND p.prokind = 'f' AND NOT (p.proname = ANY (%s))
+  AND p.proname !~ '^table_source_changed_[0-9]+$'
 """
 DEFINED_FUNCTION = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+pgrag\.(\w+)", re.I)
 FUNCTION_FILE = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")

@@ -184,15 +184,20 @@ class TableSync:
     async def _batch(self, source: SourceRow, col: Collection, progress: SourceProgress) -> _Batch:
         """One transaction: claimed entries in, documents out (see the module)."""
         out = _Batch()
+        async with self.pool.connection() as conn:  # committed: other drainers share them
+            await store.split(conn, source.id, BATCH)
         async with self.pool.connection() as conn, conn.transaction():
             claimed = await store.claim(conn, source.id, BATCH)
             if not claimed:
                 return out
-            keys = {key_text(k): k for _, k in claimed if k is not None}
+            keys = {key_text(c.key): c.key for c in claimed if c.key is not None}
             held = await store.lock_rows(conn, source.id, list(keys.values()))
-            done = [i for i, k in claimed if k is None or key_text(k) in held]
-            out.entries = len(done)
-            if any(k is None for _, k in claimed):  # a TRUNCATE: rows gone without keys
+            # another drainer's rows: queued again, for after its turn
+            keep = sorted(
+                {c.raw for c in claimed if c.key and c.raw and key_text(c.key) not in held}
+            )
+            out.entries = sum(1 for c in claimed if c.key is None or key_text(c.key) in held)
+            if any(c.key is None for c in claimed):  # a TRUNCATE: rows gone without keys
                 gone_ids = await store.orphans(conn, source.id, col.id)
                 progress.removed += len(await removals.delete_documents(conn, col.id, gone_ids))
             current, unreadable = await _read(conn, source.id, [keys[t] for t in held])
@@ -221,8 +226,8 @@ class TableSync:
             out.pending = await self._write(conn, source, col, writes, known)
             progress.written += sum(1 for v in writes if v.failure is None)
             progress.failed += sum(1 for v in writes if v.failure is not None)
-            await store.unqueue(conn, source.id, done)
-            progress.entries += len(done)
+            await store.unqueue(conn, source.id, sorted({c.entry for c in claimed}), keep)
+            progress.entries += out.entries
         return out
 
     async def _write(

@@ -98,11 +98,11 @@ REMOVE_SQL = "SELECT pgrag.remove_table_source(%s)"
 STATS_SQL = "SELECT * FROM pgrag.table_source_stats()"
 PROBLEM_SQL = "SELECT pgrag.table_source_problem(%s)"
 BACKFILL_SQL = "SELECT pgrag.table_source_backfill(%s, %s)"
-# the oldest entries first; another drainer's claimed entries are skipped, not waited for
-CLAIM_SQL = """
-SELECT id, key FROM pgrag.source_queue WHERE source_id = %s ORDER BY id LIMIT %s
-FOR UPDATE SKIP LOCKED
-"""
+# the oldest entries first, up to a number of keys (a long entry split); another drainer's
+# claimed entries are skipped, not waited for
+CLAIM_SQL = "SELECT entry, raw, key FROM pgrag.table_source_claim(%s, %s)"
+SPLIT_SQL = "SELECT pgrag.table_source_split(%s, %s, %s)"
+SPLIT_WINDOW = 100  # entries at the queue's head whose length is checked
 # one drainer per row at a time: a row another drainer holds waits for its next turn (its
 # entries stay queued), so an older read of a row never overwrites a newer one
 ROW_LOCKS_SQL = """
@@ -110,6 +110,12 @@ SELECT k FROM unnest(%s::jsonb[]) k
 WHERE pg_try_advisory_xact_lock(hashtextextended(%s::text || '|' || k::text, 1952539244))
 """
 UNQUEUE_SQL = "DELETE FROM pgrag.source_queue WHERE source_id = %s AND id = ANY(%s::bigint[])"
+# the keys of claimed entries another drainer held, back as one entry (as old as the oldest)
+REQUEUE_SQL = """
+INSERT INTO pgrag.source_queue (source_id, keys, queued_at)
+SELECT %s, %s::text[], min(queued_at) FROM pgrag.source_queue
+WHERE source_id = %s AND id = ANY(%s::bigint[])
+"""
 ROWS_SQL = "SELECT key, title, texts, metadata FROM pgrag.table_source_rows(%s, %s)"
 KEYS_SQL = """
 SELECT id, source_key FROM pgrag.documents WHERE collection_id = %s AND table_source_id = %s
@@ -208,13 +214,24 @@ async def backfill_state(conn: psycopg.AsyncConnection, source_id: int) -> tuple
     return (int(row[0]), row[1]) if row else (0, None)
 
 
-async def claim(
-    conn: psycopg.AsyncConnection, source_id: int, limit: int
-) -> list[tuple[int, dict[str, Any] | None]]:
-    """Queue entries (id, key; key None: a TRUNCATE), locked until the caller's
-    transaction ends."""
+@dataclass(frozen=True)
+class Claimed:
+    """A queued key: its entry, its text as queued, and the key (None: a TRUNCATE)."""
+
+    entry: int
+    raw: str | None
+    key: dict[str, Any] | None
+
+
+async def split(conn: psycopg.AsyncConnection, source_id: int, limit: int) -> None:
+    """Split the long entries at the queue's head (run in its own transaction)."""
+    await conn.execute(SPLIT_SQL, (source_id, limit, SPLIT_WINDOW))
+
+
+async def claim(conn: psycopg.AsyncConnection, source_id: int, limit: int) -> list[Claimed]:
+    """Up to `limit` queued keys, their entries locked until the caller's transaction ends."""
     rows = await (await conn.execute(CLAIM_SQL, (source_id, limit))).fetchall()
-    return [(int(r[0]), r[1]) for r in rows]
+    return [Claimed(int(r[0]), r[1], r[2]) for r in rows]
 
 
 def key_text(key: dict[str, Any]) -> str:
@@ -230,7 +247,12 @@ async def lock_rows(
     return {key_text(r[0]) for r in await cur.fetchall()}
 
 
-async def unqueue(conn: psycopg.AsyncConnection, source_id: int, ids: list[int]) -> None:
+async def unqueue(
+    conn: psycopg.AsyncConnection, source_id: int, ids: list[int], keep: list[str]
+) -> None:
+    """Delete the claimed entries `ids`, queueing again the keys (as queued) in `keep`."""
+    if keep:
+        await conn.execute(REQUEUE_SQL, (source_id, keep, source_id, ids))
     await conn.execute(UNQUEUE_SQL, (source_id, ids))
 
 

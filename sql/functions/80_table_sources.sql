@@ -1,6 +1,7 @@
 -- Table sources: registering a table, reading its rows by key, the backfill, checks.
 --
--- The registry, the queue and the trigger function are in sql/migrations/0028. Every
+-- The registry and the queue are in sql/migrations/0030 and 0034, each source's trigger
+-- function in 81_table_source_triggers.sql. Every
 -- statement on a source's table is built here from the registry's column names, quoted
 -- with format('%I') (the table with its regclass text, which PostgreSQL quotes); values
 -- travel as parameters only.
@@ -43,14 +44,14 @@ BEGIN
     FOR t IN SELECT * FROM pgrag.table_source_triggers(sid) LOOP
         EXECUTE format(
             'CREATE TRIGGER %I AFTER %s ON %s %s FOR EACH %s '
-            'EXECUTE FUNCTION pgrag.table_source_changed(%L)',
+            'EXECUTE FUNCTION pgrag.%I()',
             t.trigger_name, t.event, rel,
             CASE WHEN replica OR t.event = 'TRUNCATE' THEN ''
                  WHEN t.event = 'INSERT' THEN 'REFERENCING NEW TABLE AS new_rows'
                  WHEN t.event = 'DELETE' THEN 'REFERENCING OLD TABLE AS old_rows'
                  ELSE 'REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows' END,
             CASE WHEN replica AND t.event <> 'TRUNCATE' THEN 'ROW' ELSE 'STATEMENT' END,
-            sid);
+            format('table_source_changed_%s', sid));
         IF replica THEN
             EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', rel, t.trigger_name);
         END IF;
@@ -219,6 +220,7 @@ BEGIN
                 coalesce(metadata_columns, '{}'), add_table_source.collection, total, now())
         RETURNING id INTO sid;
     END IF;
+    PERFORM pgrag.compile_table_source(sid);
     PERFORM pgrag.create_table_source_triggers(sid, rel, replica);
     PERFORM pg_notify('pgrag_sources', sid::text);
     RETURN sid;
@@ -237,6 +239,7 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM pgrag.drop_table_source_triggers(s.id, s.relation);
+    PERFORM pgrag.drop_table_source_function(s.id);
     DELETE FROM pgrag.source_queue WHERE source_id = s.id;
     UPDATE pgrag.table_sources SET state = 'removed', updated_at = now() WHERE id = s.id;
     PERFORM pg_notify('pgrag_sources', s.id::text);
@@ -272,9 +275,9 @@ END
 $$;
 
 -- The backfill's next step: queue the keys of up to `batch` rows after the cursor (key
--- order), move the cursor and count them, in one statement; the last step (fewer rows than
--- `batch`) marks the source ready. A crash between steps resumes from the cursor. Returns
--- the number of keys queued.
+-- order) as one queue entry, move the cursor and count them, in one statement; the last
+-- step (fewer rows than `batch`) marks the source ready. A crash between steps resumes
+-- from the cursor. Returns the number of keys queued.
 CREATE OR REPLACE FUNCTION pgrag.table_source_backfill(sid bigint, batch int) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -290,10 +293,10 @@ BEGIN
     SELECT string_agg(format('r.%I', c), ', ') INTO cols FROM unnest(s.id_columns) c;
     EXECUTE format(
         'WITH picked AS ('
-        '  SELECT %1$s AS key, row_number() OVER (ORDER BY %2$s) AS n FROM %3$s r %4$s '
-        '  ORDER BY %2$s LIMIT $2), '
-        ' queued AS (INSERT INTO pgrag.source_queue (source_id, key) '
-        '            SELECT $1, p.key FROM picked p) '
+        '  SELECT %1$s AS key, %5$s AS raw, row_number() OVER (ORDER BY %2$s) AS n '
+        '  FROM %3$s r %4$s ORDER BY %2$s LIMIT $2), '
+        ' queued AS (INSERT INTO pgrag.source_queue (source_id, keys) '
+        '            SELECT $1, array_agg(p.raw ORDER BY p.n) FROM picked p HAVING count(*) > 0) '
         'SELECT count(*)::int, (SELECT p.key FROM picked p ORDER BY p.n DESC LIMIT 1) FROM picked',
         (SELECT 'jsonb_build_object(' || string_agg(format('%L, r.%I', c, c), ', ') || ')'
            FROM unnest(s.id_columns) c),
@@ -305,7 +308,8 @@ BEGIN
                                             ', ' ORDER BY k.n)
                             FROM unnest(s.id_columns) WITH ORDINALITY AS k(c, n)
                             JOIN pg_attribute a ON a.attrelid = s.relation AND a.attname = k.c))
-             END)
+             END,
+        pgrag.table_source_key_sql(s.id_columns, s.key_cast, 'r'))
         INTO n, last USING sid, batch, s.backfill_cursor;
     UPDATE pgrag.table_sources
        SET backfill_cursor = coalesce(last, backfill_cursor), backfill_done = backfill_done + n,
@@ -334,7 +338,8 @@ END
 $$;
 
 -- Per source: what `pgrag source list`, status, the console and metrics show. Exact counts
--- (bigint): pending is the distinct keys queued plus the rows the backfill has yet to queue.
+-- (bigint): pending is the distinct keys queued (counted in the entries' key arrays) plus
+-- the rows the backfill has yet to queue.
 CREATE OR REPLACE FUNCTION pgrag.table_source_stats()
 RETURNS TABLE (id bigint, name text, relation text, collection text, state text,
                failure text, indexed bigint, failed bigint, queued bigint,
@@ -353,8 +358,10 @@ BEGIN
         FROM pgrag.documents doc WHERE doc.table_source_id IS NOT NULL
         GROUP BY doc.table_source_id),
     q AS (
-        SELECT qq.source_id, count(DISTINCT qq.key) AS queued, min(qq.queued_at) AS oldest
-        FROM pgrag.source_queue qq GROUP BY qq.source_id)
+        SELECT qq.source_id, count(DISTINCT coalesce(u.raw, qq.key::text)) AS queued,
+               min(qq.queued_at) AS oldest
+        FROM pgrag.source_queue qq LEFT JOIN LATERAL unnest(qq.keys) AS u(raw) ON true
+        GROUP BY qq.source_id)
     SELECT s.id, s.name,
            CASE WHEN EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = s.relation)
                 THEN s.relation::text ELSE format('(dropped table %s)', s.relation::oid) END,
