@@ -35,8 +35,8 @@ import pytest
 from psycopg import sql
 
 import tests.support.scope_leaks as leaks
-import tests.support.scope_leaks_2 as leaks2
-import tests.support.scope_leaks_3 as leaks3
+import tests.support.scope_leaks_checks as checks
+import tests.support.scope_leaks_probes as probes
 from pgrag.db.database import open_database
 from pgrag.db.scope import (
     SCOPING_IMPOSSIBLE_ON_CLUSTER,
@@ -444,39 +444,39 @@ def cluster_kb(citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
-async def core(cluster_kb: str) -> AsyncIterator[leaks2.Deployment]:
+async def core(cluster_kb: str) -> AsyncIterator[probes.Deployment]:
     """`pgrag serve` on the cluster, core toolset, read-only, as the matrix's `core`."""
     w = leaks.world_of(cluster_kb, leaks.KB_ROLES)
     flags = ("--embedding-model", HASH_MODEL, "--api-keys", API_KEYS)
     with http_server(cluster_kb, *flags) as server:
         keys = {"full": FULL_KEY, "scoped": SCOPED_KEY}
-        async with leaks2.connected(server, keys) as (clients, rests):
-            await leaks2.mint_tokens(w, clients["full"], rests["full"])
-            yield leaks2.Deployment("core", server, w, clients, rests)
+        async with probes.connected(server, keys) as (clients, rests):
+            await probes.mint_tokens(w, clients["full"], rests["full"])
+            yield probes.Deployment("core", server, w, clients, rests)
 
 
 @pytest.fixture(scope="module")
-async def compat(cluster_kb: str) -> AsyncIterator[leaks2.Deployment]:
+async def compat(cluster_kb: str) -> AsyncIterator[probes.Deployment]:
     """The same knowledge base behind the matrix's `compat` server (rag, ldims, graph,
     chart, web), graph rows linked to A's and B's documents on the coordinator."""
-    async with leaks2.compat_deployment(cluster_kb, "--embedding-model", HASH_MODEL) as dep:
+    async with probes.compat_deployment(cluster_kb, "--embedding-model", HASH_MODEL) as dep:
         yield dep
 
 
 @pytest.fixture(scope="module")
 async def writable(
     citus: CitusCluster, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[leaks2.Deployment]:
+) -> AsyncIterator[probes.Deployment]:
     """The matrix's `writable` server (core, write, graph; PGRAG_READ_ONLY=false) on a
     distributed database of its own."""
     url = fresh_database(citus)
     _migrate(url)
-    async with leaks3.writable_deployment(url, tmp_path_factory.mktemp("citus-writable")) as dep:
+    async with checks.writable_deployment(url, tmp_path_factory.mktemp("citus-writable")) as dep:
         yield dep
 
 
 @pytest.fixture
-def deployment(where: str, request: pytest.FixtureRequest) -> leaks2.Deployment:
+def deployment(where: str, request: pytest.FixtureRequest) -> probes.Deployment:
     """The module's deployment of that name (a sync fixture: async ones cannot be looked
     up from inside a running test)."""
     return request.getfixturevalue(where)  # type: ignore[no-any-return]
@@ -484,26 +484,26 @@ def deployment(where: str, request: pytest.FixtureRequest) -> leaks2.Deployment:
 
 # every case of the matrix, deployment by deployment (the order the single server runs them)
 CASES = [
-    (where, p) for name in leaks.DEPLOYMENT_TOOLSETS for where, p in leaks2.CASES if where == name
+    (where, p) for name in leaks.DEPLOYMENT_TOOLSETS for where, p in probes.CASES if where == name
 ]
 
 
 @pytest.mark.parametrize(("where", "probe"), CASES, ids=[f"{w}:{p.id}" for w, p in CASES])
-async def test_probe_on_the_cluster(probe: leaks.Probe, deployment: leaks2.Deployment) -> None:
-    await leaks3.check_probe(deployment, probe)
+async def test_probe_on_the_cluster(probe: leaks.Probe, deployment: probes.Deployment) -> None:
+    await checks.check_probe(deployment, probe)
 
 
 @pytest.mark.parametrize("where", list(leaks.DEPLOYMENT_TOOLSETS))
 async def test_every_tool_resource_and_route_on_the_cluster_is_probed(
-    where: str, deployment: leaks2.Deployment
+    where: str, deployment: probes.Deployment
 ) -> None:
-    await leaks3.check_coverage(where, deployment)
+    await checks.check_coverage(where, deployment)
 
 
 def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> None:
     """What runs above: every case of every deployment of the single server's matrix,
     every search mode (with explain), every document read."""
-    assert sorted(CASES, key=repr) == sorted(leaks2.CASES, key=repr)
+    assert sorted(CASES, key=repr) == sorted(probes.CASES, key=repr)
     assert {where for where, _ in CASES} == set(leaks.DEPLOYMENT_TOOLSETS)
     core = [p for where, p in CASES if where == "core"]
     modes = {p.args.get("mode") for p in core if p.target == "search"}
@@ -512,4 +512,4 @@ def test_the_matrix_on_the_cluster_covers_every_case_search_mode_and_read() -> N
     reads = {name for name, _, _ in DOCUMENT_READS}
     assert reads <= {p.target for p in core}
     rest = {p.target for p in core if p.kind == "rest"}
-    assert {leaks2.SEARCH_ROUTE, leaks2.DOC_ROUTE, leaks2.CONTENT_ROUTE} <= rest
+    assert {probes.SEARCH_ROUTE, probes.DOC_ROUTE, probes.CONTENT_ROUTE} <= rest

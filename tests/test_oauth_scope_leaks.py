@@ -13,8 +13,8 @@ import pytest
 from tests.support.kb_server import FULL_KEY, OTHER_COLLECTION, HttpServer, KnowledgeBase
 from tests.support.oauth import Flow
 from tests.support.scope_leaks import KB_ROLES, Probe, world_of
-from tests.support.scope_leaks_2 import PROBED_ON, PROBES, Deployment, connected, mint_tokens
-from tests.support.scope_leaks_3 import check_probe
+from tests.support.scope_leaks_checks import check_probe
+from tests.support.scope_leaks_probes import PROBED_ON, PROBES, Deployment, connected, mint_tokens
 
 pytest_plugins = ("tests.support.kb_server",)
 pytestmark = pytest.mark.anyio

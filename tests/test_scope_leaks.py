@@ -34,19 +34,19 @@ from tests.support.scope_leaks import (
     Probe,
     anyio_backend,  # noqa: F401 (a fixture)
 )
-from tests.support.scope_leaks_2 import (
+from tests.support.scope_leaks_checks import (
+    check_coverage,
+    check_probe,
+    deployment,  # noqa: F401 (a fixture)
+    writable,  # noqa: F401 (a fixture)
+)
+from tests.support.scope_leaks_probes import (
     CASES,
     NO_SCOPED_CONTROL,
     PROBES,
     Deployment,
     compat,  # noqa: F401 (a fixture)
     core,  # noqa: F401 (a fixture)
-)
-from tests.support.scope_leaks_3 import (
-    check_coverage,
-    check_probe,
-    deployment,  # noqa: F401 (a fixture)
-    writable,  # noqa: F401 (a fixture)
 )
 
 pytest_plugins = ("tests.support.kb_server",)

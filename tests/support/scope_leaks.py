@@ -1,4 +1,5 @@
-"""Helpers and fixtures of tests/test_scope_leaks*.py."""
+"""The scope-leak matrix's world (tests/test_scope_leaks.py): two collections, keys limited
+to each, their data and the markers a leak would show."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers and fixtures of tests/test_scope_leaks*.py."""
+"""The scope-leak matrix's checks: a probe run against a deployment, what counts as a leak,
+and the coverage check that fails for a listed tool without a probe."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from tests.support.scope_leaks import (
     shape,
     world_of,
 )
-from tests.support.scope_leaks_2 import CASES, PROBES, Deployment, connected
+from tests.support.scope_leaks_probes import CASES, PROBES, Deployment, connected
 
 
 async def _ingest_small(dsn: str, root: Path) -> None:

@@ -1,4 +1,5 @@
-"""Helpers and fixtures of tests/test_scope_leaks*.py."""
+"""The scope-leak matrix's probe table (tests/test_scope_leaks.py): the resources, compat,
+graph, write and REST probes, their controls, and the deployments they run on."""
 
 from __future__ import annotations
 
