@@ -33,6 +33,7 @@ from tests.support.citus_ops import (
     _ingest,
     _recounted_sums,
     _search,
+    _settle_vectors,
     _state,
     _two_collections,
     _write_folder,
@@ -98,6 +99,7 @@ def test_a_version_that_fails_midway_leaves_the_previous_one(pair: tuple[str, st
 
 def test_pages_walked_by_token_equal_a_single_server(pair: tuple[str, str, Path]) -> None:
     url, single, _ = pair
+    _settle_vectors(pair)
     walked = asyncio.run(_search(url, PAGED, walk=True))
     # equal scores rank by chunk id, which the two databases may hand out in another order
     # (files are ingested concurrently): compare the scores, and the paths of each score

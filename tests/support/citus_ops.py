@@ -110,6 +110,15 @@ def pair(
     drop_database(server_dsn, single)
 
 
+def _settle_vectors(pair: tuple[str, str, Path]) -> None:
+    """Vacuum and analyze the vectors on both sides: after the deletes and re-ingests before,
+    an autovacuum between two searches would reshape the HNSW graph (or the plan) and let
+    the approximate semantic pool differ between them."""
+    for _, dsn, _ in _both(pair):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE pgrag.embeddings")
+
+
 def _both(pair: tuple[str, str, Path]) -> list[tuple[str, str, Path]]:
     """(side, url, that side's folders) for the cluster and the single server."""
     url, single, tmp = pair
