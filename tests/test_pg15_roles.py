@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
+import psycopg
 import pytest
 
 from tests.support.kb_server import http_server
@@ -102,3 +103,40 @@ def test_the_owner_migrates_and_the_app_role_does_the_work(
         "semantic", "--json",
     )  # fmt: skip
     assert found.returncode == 0 and "zebra.md" in found.stdout, found
+
+
+def test_the_app_role_builds_the_index_after_a_large_backfill(
+    pg15: Pg15, database: str, tmp_path: Path
+) -> None:
+    """The app role does not own pgrag.embeddings: a large backfill drops and builds the
+    collection's vector index through the owner's functions (no CONCURRENTLY there)."""
+    owner, app = pg15.dsn("pgrag_owner", database), pg15.dsn("pgrag_app", database)
+    assert pgrag_as(owner, "migrate", "--app-role", "pgrag_app").returncode == 0
+    with psycopg.connect(pg15.dsn(dbname=database), autocommit=True) as conn:
+        conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, body text)")
+        conn.execute(
+            "INSERT INTO tickets SELECT g, 'Printer error E' || g FROM generate_series(1, 150) g"
+        )
+        conn.execute("ALTER TABLE tickets OWNER TO pgrag_app")  # the app's own table
+    (tmp_path / "faq.md").write_text("# FAQ\n\nRestart the spooler first.\n")
+    assert pgrag_as(app, "ingest", "-q", str(tmp_path)).returncode == 0  # one vector
+    index_sql = (
+        "SELECT c.oid, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname = (SELECT 'embeddings_hnsw_' || active_set_id FROM pgrag.collections"
+        " WHERE name = 'default')"
+    )
+    with psycopg.connect(owner) as conn:
+        before = conn.execute(index_sql).fetchall()
+    env = {"PGRAG_BACKFILL_INDEX_ROWS": "100"}
+    added = pgrag_as(app, "source", "add", "tickets", "--text", "body", env=env)
+    assert added.returncode == 0, added.stderr
+    synced = pgrag_as(app, "source", "sync", env=env)
+    assert synced.returncode == 0 and "150 written" in synced.stderr, synced.stderr
+    with psycopg.connect(owner) as conn:
+        after = conn.execute(index_sql).fetchall()
+        vectors = conn.execute("SELECT count(*) FROM pgrag.embeddings").fetchone()
+    # dropped before the 150 rows' vectors went in, built again after them
+    assert len(before) == 1 and len(after) == 1 and after[0][0] != before[0][0], (before, after)
+    assert after[0][1] and vectors == (151,)
+    found = pgrag_as(app, "search", "Printer error E42", "--mode", "hybrid", "--json")
+    assert found.returncode == 0 and '"id": 42' in found.stdout, found.stdout

@@ -57,6 +57,12 @@ TICKET_SQL = (
     " || g || ' after the toner cartridge was replaced. The job queue stalls, the status page"
     " says offline, and restarting the spooler did not help. Ticket opened by site ' || (g %% 37)"
 )
+# the default collection's vector index, valid
+INDEX_SQL = """
+SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pgrag.collections c
+               ON i.indexrelid = to_regclass('pgrag.embeddings_hnsw_' || c.active_set_id)
+               WHERE c.name = 'default' AND i.indisvalid)
+"""
 BACKFILL_SQL = (
     """
 INSERT INTO {name} (id, subject, body, customer)
@@ -220,21 +226,26 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
         conn.execute(BACKFILL_SQL.format(name="b_tickets"), (1, rows))
         conn.execute("SELECT pgrag.add_table_source('b_tickets', ARRAY['body'])")
     checks: list[bool] = []
+    indexed_meanwhile: list[bool] = []
 
     def progress(_: Any) -> None:
         """Between two batches every row is either indexed or pending, never both or
         neither: pending (keys queued, counted in the entries' arrays, plus the rows the
-        backfill has yet to queue) + indexed = rows, exactly."""
+        backfill has yet to queue) + indexed = rows, exactly. And whether the collection's
+        vector index is there (a large backfill builds it at its end)."""
         with support.connect(dsn) as conn:
             (pending, indexed) = conn.execute(
                 "SELECT pending, indexed FROM pgrag.table_source_stats() WHERE name = 'b_tickets'"
             ).fetchone()
+            indexed_meanwhile.append(bool(conn.execute(INDEX_SQL).fetchone()[0]))
         checks.append(pending + indexed == rows)
 
     t0 = time.perf_counter()
     await service.sync(pool, provider, settings, "b_tickets", progress)
     seconds = time.perf_counter() - t0
     tokens, chunks = _tokens(dsn, "tables/b_tickets/")
+    with support.connect(dsn) as conn:
+        index_after = bool(conn.execute(INDEX_SQL).fetchone()[0])
     return {
         "rows": rows,
         "seconds": round(seconds, 2),
@@ -245,6 +256,8 @@ async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, A
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pending_checks": len(checks),
         "pending_exact": all(checks),
+        "index_during_backfill": sum(indexed_meanwhile),  # checks that found it there
+        "index_after": index_after,
     }
 
 

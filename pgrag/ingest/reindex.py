@@ -28,6 +28,7 @@ from pgrag.embeddings.cache import embed_passages_cached
 from pgrag.errors import ErrorCode, InvalidArgument, PgragError
 from pgrag.ingest.context import embed_text
 from pgrag.store import reindex as store
+from pgrag.store import vector_index
 from pgrag.store.collections import (
     Collection,
     activate_embedding_set,
@@ -71,11 +72,6 @@ class ReindexResult:
 
 def _quiet(_: ReindexEvent) -> None:
     pass
-
-
-def index_name(set_id: int) -> str:
-    """The name pgrag.ensure_embedding_index gives a set's HNSW index."""
-    return f"embeddings_hnsw_{set_id}"
 
 
 class _Run:
@@ -132,10 +128,6 @@ class _Run:
         return added
 
 
-async def _drop_index(conn: psycopg.AsyncConnection, set_id: int, *, concurrently: bool) -> None:
-    await store.drop_index(conn, index_name(set_id), set_id, concurrently=concurrently)
-
-
 async def prepare_set(
     conn: psycopg.AsyncConnection, collection_id: int, model: str, dimensions: int
 ) -> int:
@@ -146,7 +138,7 @@ async def prepare_set(
     found = await store.find_set(conn, collection_id, model)
     if found is not None and found[1] != dimensions:
         log.info("embedding set %s had %s dimensions, now %s: rebuilding", *found, dimensions)
-        await _drop_index(conn, found[0], concurrently=True)
+        await vector_index.drop(conn, found[0], concurrently=True)
         await store.delete_set_rows(conn, collection_id, found[0])
     set_id = await create_embedding_set(conn, collection_id, model, dimensions, active=False)
     await store.mark_building(conn, set_id)
@@ -171,7 +163,7 @@ async def drop_retired(conn: psycopg.AsyncConnection, collection_id: int) -> tup
     an interruption never leaves an index whose set is gone; a re-run finishes the job."""
     dropped: list[int] = []
     for set_id in await store.retired_sets(conn, collection_id):
-        await _drop_index(conn, set_id, concurrently=True)
+        await vector_index.drop(conn, set_id, concurrently=True)
         async with conn.transaction():
             await store.delete_set_rows(conn, collection_id, set_id)
             await store.delete_retired_set(conn, set_id)

@@ -11,7 +11,9 @@ updated if it changed): no chunking, no embedding. The vectors follow in the vec
 as for files; `documents.vectors_pending` resumes them after a crash.
 
 The backfill queues the existing rows in keyset batches (a cursor in the source's row,
-moved in the same statement) whenever the queue is short, so a crash resumes it.
+moved in the same statement) whenever the queue is short, so a crash resumes it. A large
+backfill into a smaller collection drops the collection's vector index first and builds it
+once at the end (ingest/backfill_index.py): its vectors skip walking a growing graph.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgrag.embeddings import cache
 from pgrag.embeddings.base import EmbeddingProvider
 from pgrag.errors import ErrorCode
+from pgrag.ingest.backfill_index import BackfillIndex, IndexPolicy
 from pgrag.ingest.pipeline import Ingestor
 from pgrag.ingest.results import FileResult, IngestEvent, Outcome
 from pgrag.ingest.table_rows import Chunking, RowVersion, failed_row, row_path, row_version
@@ -100,15 +103,20 @@ class TableSync:
         provider: EmbeddingProvider,
         chunking: Chunking,
         progress: Progress | None = None,
+        index: IndexPolicy | None = None,
     ) -> None:
         self.pool = pool
         self.provider = provider
         self.chunking = chunking
         self.progress = progress or _quiet
+        self.index = BackfillIndex(pool, index or IndexPolicy())
         self._collections: dict[str, Collection] = {}
 
-    async def drain(self, name: str | None = None) -> list[SourceProgress]:
-        """Drain every source (or the one named) until its queue and backfill are done."""
+    async def drain(
+        self, name: str | None = None, *, wait_for_index: bool = True
+    ) -> list[SourceProgress]:
+        """Drain every source (or the one named) until its queue and backfill are done;
+        and, unless told not to wait, until a vector index left to build is built."""
         async with self.pool.connection() as conn:
             found = await store.sources(conn, name)
         done = []
@@ -117,7 +125,12 @@ class TableSync:
                 await self._remove(source)
             elif source.state != "failed":
                 done.append(await self._drain_source(source))
+        if wait_for_index:
+            await self.index.built()
         return done
+
+    async def close(self) -> None:
+        await self.index.close()
 
     async def _collection(self, name: str) -> Collection:
         if name not in self._collections:
@@ -130,6 +143,7 @@ class TableSync:
         progress = SourceProgress(source.name)
         col = await self._collection(source.collection)
         try:
+            await self.index.defer(source, col)
             async with self._vector_stage(col) as stage:
                 await self._loop(source, col, stage, progress)
             if progress.written or progress.removed:  # one row per language again
@@ -143,6 +157,7 @@ class TableSync:
             reason = f"{type(exc).__name__}: {_first_line(exc)}"
             log.warning("table source %s failed: %s", source.name, reason)
             await self._fail(source, reason, progress)
+        await self.index.settle(col)
         return progress
 
     async def _fail(self, source: SourceRow, reason: str, progress: SourceProgress) -> None:

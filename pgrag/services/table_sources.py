@@ -100,9 +100,11 @@ def syncer(
     settings: IngestSettings,
     progress: Progress | None = None,
 ) -> TableSync:
+    from pgrag.ingest.backfill_index import IndexPolicy
     from pgrag.ingest.table_sync import TableSync
 
-    return TableSync(pool, provider, chunking(settings), progress)
+    index = IndexPolicy(settings.backfill_index_rows, settings.index_build_memory)
+    return TableSync(pool, provider, chunking(settings), progress, index)
 
 
 def _info(s: store.SourceStats, failed: list[store.FailedRow] | None = None) -> SourceInfo:
@@ -231,7 +233,7 @@ async def follow(
             await asyncio.sleep(SETTLE_S)
             wake.clear()
             try:
-                await drainer.drain()
+                await drainer.drain(wait_for_index=False)  # a build goes on beside
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -255,3 +257,4 @@ async def follow(
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
+        await drainer.close()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import psycopg
-from psycopg import sql
 
 from pgrag.store.collections import lock_catalog
 
@@ -18,8 +17,6 @@ SELECT id, dimensions FROM pgrag.embedding_sets WHERE collection_id = %s AND mod
 TO_BUILDING_SQL = (
     "UPDATE pgrag.embedding_sets SET state = 'building' WHERE id = %s AND state <> 'active'"
 )
-DROP_INDEX_SQL = "DROP INDEX {concurrently} IF EXISTS pgrag.{index}"
-DROP_INDEX_AS_OWNER_SQL = "SELECT pgrag.drop_embedding_index(%s)"
 
 COUNT_CHUNKS_SQL = "SELECT count(*) FROM pgrag.chunks WHERE collection_id = %s"
 # a set belongs to one collection; naming it keeps these on one shard on Citus (a
@@ -104,21 +101,6 @@ async def mark_building(conn: psycopg.AsyncConnection, set_id: int) -> None:
     async with conn.transaction():
         await lock_catalog(conn)
         await conn.execute(TO_BUILDING_SQL, (set_id,))
-
-
-async def drop_index(
-    conn: psycopg.AsyncConnection, index: str, set_id: int, *, concurrently: bool
-) -> None:
-    """As the table's owner, concurrently; as the application role, through the owner's
-    pgrag.drop_embedding_index (sql/functions/80_grants.sql), which cannot be concurrent."""
-    statement = sql.SQL(DROP_INDEX_SQL).format(
-        concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
-        index=sql.Identifier(index),
-    )
-    try:
-        await conn.execute(statement)
-    except psycopg.errors.InsufficientPrivilege:
-        await conn.execute(DROP_INDEX_AS_OWNER_SQL, (set_id,))
 
 
 async def chunk_count(conn: psycopg.AsyncConnection, collection_id: int) -> int:

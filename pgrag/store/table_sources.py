@@ -140,6 +140,11 @@ UPDATE pgrag.table_sources SET state = 'failed', failure = %s, updated_at = now(
 WHERE id = %s AND state <> 'removed'
 """
 BACKFILL_STATE_SQL = "SELECT backfill_done, backfill_total FROM pgrag.table_sources WHERE id = %s"
+# the most rows any live source of a collection still has to backfill
+BACKFILL_LEFT_SQL = """
+SELECT coalesce(max(greatest(coalesce(backfill_total, 0) - backfill_done, 0)), 0)
+FROM pgrag.table_sources WHERE collection = %s AND state IN ('backfilling', 'ready')
+"""
 SYNCED_SQL = "UPDATE pgrag.table_sources SET synced_at = now() WHERE id = %s"
 FAILED_ROWS_SQL = """
 SELECT source_key, error_code, error_detail FROM pgrag.documents
@@ -212,6 +217,12 @@ async def backfill_state(conn: psycopg.AsyncConnection, source_id: int) -> tuple
     """(rows queued so far, rows there were when the backfill began)."""
     row = await (await conn.execute(BACKFILL_STATE_SQL, (source_id,))).fetchone()
     return (int(row[0]), row[1]) if row else (0, None)
+
+
+async def backfill_left(conn: psycopg.AsyncConnection, collection: str) -> int:
+    """The most rows a live source of the collection still has to queue for its backfill."""
+    row = await (await conn.execute(BACKFILL_LEFT_SQL, (collection,))).fetchone()
+    return int(row[0]) if row else 0
 
 
 @dataclass(frozen=True)

@@ -41,37 +41,44 @@ $$;
 -- recall@10 at ef_search 633 is 0.976 against 0.942 (benchmarks/hnsw_graph.py), for a build
 -- 1.8x as long; m 24 or 32 gain no more recall and cost more.
 CREATE OR REPLACE FUNCTION pgrag.ensure_embedding_index(p_set_id bigint) RETURNS text
--- SECURITY DEFINER: the application role (80_grants.sql) creates sets but does not own
--- pgrag.embeddings; the index is created as the owner, with pgvector's types found in the
--- extension's own schema only.
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    dims int;
-    idx  text := format('embeddings_hnsw_%s', p_set_id);
+    statement text := pgrag.embedding_index_sql(p_set_id);
 BEGIN
-    PERFORM set_config('search_path', format('pg_catalog, %I, pg_temp',
-        (SELECT n.nspname FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
-         WHERE x.extname = 'vector')), true);
-    SELECT dimensions INTO dims FROM pgrag.embedding_sets WHERE id = p_set_id;
-    IF dims IS NULL THEN
+    IF statement IS NULL THEN
         RAISE EXCEPTION 'no embedding set %', p_set_id USING ERRCODE = 'no_data_found';
     END IF;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pgrag.embeddings USING hnsw ((%s) %s) '
-        'WITH (m = 16, ef_construction = 128) WHERE set_id = %s',
-        idx, pgrag.embedding_expr(dims), pgrag.embedding_opclass(dims), p_set_id);
-    RETURN idx;
+    PERFORM set_config('search_path', pgrag.vector_search_path(), true);
+    EXECUTE statement;
+    RETURN format('embeddings_hnsw_%s', p_set_id);
 END
 $$;
 
--- The HNSW candidate list (hnsw.ef_search) of a search for pool_size rows in a set of
--- set_rows vectors: the graph's recall at a fixed ef_search falls as the set grows (the
--- synthetic SciFact corpus of benchmarks/scale.py, recall@10 against exact search at
--- ef_search 100: 0.945 at 100k chunks, 0.755 at 1M), so it grows with the square root of
--- the set, 20 per sqrt(1,000 rows): 100 up to 25k rows, 200 at 100k, 633 at 1M (recall@10
--- 0.985 and 0.975-0.982 with ef_construction 128, 0.977 and 0.942 with an index built at 64:
--- benchmarks/README.md, "100,000 to 1,000,000 chunks"); at least pool_size, at most
--- pgvector's 1,000.
+-- The statement that creates a set's index (NULL: no such set), for ensure_embedding_index
+-- and, with p_concurrently, for a build after a table source's backfill
+-- (pgrag/store/vector_index.py: CREATE INDEX CONCURRENTLY cannot run inside a function).
+-- It names the vector type unqualified: run it under pgrag.vector_search_path().
+CREATE OR REPLACE FUNCTION pgrag.embedding_index_sql(
+    p_set_id bigint, p_concurrently boolean DEFAULT false
+) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT format(
+        'CREATE INDEX %sIF NOT EXISTS %I ON pgrag.embeddings USING hnsw ((%s) %s) '
+        'WITH (m = 16, ef_construction = 128) WHERE set_id = %s',
+        CASE WHEN p_concurrently THEN 'CONCURRENTLY ' ELSE '' END,
+        format('embeddings_hnsw_%s', es.id), pgrag.embedding_expr(es.dimensions),
+        pgrag.embedding_opclass(es.dimensions), es.id)
+    FROM pgrag.embedding_sets es WHERE es.id = p_set_id
+$$;
+
+-- pg_catalog, the vector extension's schema (public, extensions, ...), pg_temp.
+CREATE OR REPLACE FUNCTION pgrag.vector_search_path() RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT format('pg_catalog, %I, pg_temp', n.nspname)
+    FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
+    WHERE x.extname = 'vector'
+$$;
+
 CREATE OR REPLACE FUNCTION pgrag.hnsw_ef_search(pool_size int, set_rows numeric)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
