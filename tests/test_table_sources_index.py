@@ -103,3 +103,23 @@ async def test_a_missing_index_is_built_by_the_next_drain(dsn: str) -> None:
         assert done.written == 0
         rebuilt = index(dsn)
         assert rebuilt is not None and rebuilt[1]
+
+
+async def test_a_parallel_build_short_of_shared_memory_is_done_by_one_process(dsn: str) -> None:
+    """A parallel build asks for its maintenance_work_mem as one shared memory segment (a
+    container's /dev/shm is often 64 MB): refused, the build is done again in one process,
+    whose graph takes memory as it grows."""
+    make_tickets(dsn, [])
+    execute(dsn, ROWS_SQL.format(table="tickets"), (1, 40))
+    execute(dsn, "ALTER TABLE pgrag.embeddings SET (parallel_workers = 2)")  # even this small
+    huge = load_settings(
+        database_url=dsn, embedding_model="hash/384", index_build_memory="1000GB"
+    )  # no /dev/shm holds it
+    async with session(dsn) as (pool, provider):
+        await service.add_source(pool, tickets_source(text_columns=["body"]))
+        await service.sync(pool, provider, settings(dsn))
+        ((set_id,),) = execute(dsn, "SELECT active_set_id FROM pgrag.collections")
+        execute(dsn, f"DROP INDEX pgrag.embeddings_hnsw_{set_id}")
+        await service.sync(pool, provider, huge)
+        rebuilt = index(dsn)
+        assert rebuilt is not None and rebuilt[1]

@@ -1,22 +1,24 @@
 """Table sources (issue 40): what the triggers cost the user's writes, how fast a change
 becomes searchable, and the backfill's rate, in one run.
 
-- write cost: a bulk `INSERT … SELECT` of --bulk rows and --single single-row INSERTs and
-  UPDATEs into two identical tables, one a source and one not, the variants alternating
-  (bulk: round by round; single rows: statement by statement) (targets: bulk ≤ 1.3×,
-  single-row p95 ≤ +0.3 ms);
+- write cost (table_sync_writes.py): a bulk `INSERT … SELECT` of --bulk rows and --single
+  single-row INSERTs and UPDATEs into two identical tables, one a source and one not, the
+  variants alternating (targets: bulk ≤ 1.3×, single-row p95 ≤ +0.3 ms);
 - unindexed UPDATE: every row's unindexed column changed; the queue entries and the
   embedding calls it caused (target: zero);
-- change → keyword-searchable: one TableSync follower (what `pgrag serve` runs) while a
-  writer changes --rate rows a second; each change's time until the keyword leg finds it
-  (target: p95 ≤ 2 s);
-- backfill: --backfill rows added as a source, drained to the end with the hash embedder;
+- change → searchable: one TableSync follower (what `pgrag serve` runs, with the bundled
+  model unless --change-model hash) while a writer changes --rate rows a second; each
+  change's time until the keyword leg finds it (target: p95 ≤ 2 s) and until all its
+  vectors are written, against the model's time to embed its text alone (target: the
+  vectors follow within that);
+- backfill: --backfill rows added as a source, drained to the end with the hash embedder
+  (a large one builds the vector index once at its end: whether it was there is checked);
   rows/s and XLM-R-counted tokens/s, peak RSS, and the pending count checked to be exact at
   every step; against the file pipeline's tokens/s (`pgrag ingest` of Markdown files made of
   the same ticket texts, hash embedder) in the same process.
 
     python benchmarks/ingest/table_sync.py [--bulk 100000] [--single 2000] [--rounds 7]
-        [--rate 10] [--changes 100] [--backfill 100000] [--files 100]
+        [--rate 10] [--changes 100] [--change-model local|hash] [--backfill 100000] [--files 100]
         [--only write_cost,unindexed_update,change_to_keyword,backfill,file_pipeline]
         [--database-url URL]
 """
@@ -28,7 +30,6 @@ import asyncio
 import json
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -39,7 +40,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: support.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # table_sync_writes.py
 import support
+from table_sync_writes import BULK_SQL, TABLE_SQL, write_cost
 
 from pgrag.embeddings.hashing import HashEmbedder
 from pgrag.search.engine import SearchService
@@ -47,10 +50,6 @@ from pgrag.search.models import SearchRequest
 from pgrag.services import table_sources as service
 from pgrag.settings import load_settings
 
-TABLE_SQL = """
-CREATE TABLE {name} (id bigint PRIMARY KEY, subject text, body text, customer text,
-                     views int NOT NULL DEFAULT 0)
-"""
 # a support ticket of ~60 tokens, different in every row (the embedding cache never hits)
 TICKET_SQL = (
     "'Customer ' || g || ' reports that the printer on floor ' || (g %% 9) || ' shows error E'"
@@ -72,12 +71,6 @@ SELECT g, 'Ticket ' || g, """
 FROM generate_series(%s::bigint, %s::bigint) g
 """
 )
-BULK_SQL = """
-INSERT INTO {name} (id, subject, body, customer)
-SELECT g, 'Ticket ' || g, 'The printer on floor ' || (g %% 9) || ' reports error E' || g,
-       (ARRAY['acme', 'globex', 'initech'])[1 + g %% 3]
-FROM generate_series(%s::bigint, %s::bigint) g
-"""
 
 
 class CountingEmbedder(HashEmbedder):
@@ -98,6 +91,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--rate", type=float, default=10.0, help="changes per second")
     p.add_argument("--changes", type=int, default=100)
+    p.add_argument(
+        "--change-model",
+        choices=("local", "hash"),
+        default="local",
+        help="the follower's embedder in change_to_keyword (local: the bundled model)",
+    )
     p.add_argument("--backfill", type=int, default=100_000)
     p.add_argument("--files", type=int, default=100, help="files of 100 tickets each")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts to run")
@@ -106,70 +105,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=Path(__file__).parents[1] / "results/table_sync.json"
     )
     return p.parse_args(argv)
-
-
-def _tables(conn: Any) -> None:
-    """Two identical tables, w_source a source and w_plain not."""
-    for name in ("w_plain", "w_source"):
-        conn.execute(f"DROP TABLE IF EXISTS {name}")
-        conn.execute(TABLE_SQL.format(name=name))
-    conn.execute(
-        "SELECT pgrag.add_table_source('w_source', ARRAY['body'], title_column => 'subject',"
-        " metadata_columns => ARRAY['customer'], source_name => 'w_source')"
-    )
-
-
-def write_cost(dsn: str, bulk: int, single: int, rounds: int) -> dict[str, Any]:
-    """Bulk and single-row write times with and without a source. The variants alternate:
-    the bulk statements round by round (each round swapping which goes first), the single-row
-    statements one by one, so a burst of load from other jobs falls on both alike."""
-    times: dict[str, dict[str, list[float]]] = {
-        v: {"bulk": [], "insert": [], "update": []} for v in ("plain", "source")
-    }
-    order = ("plain", "source")
-    with support.connect(dsn) as conn:
-        for r in range(rounds):
-            _tables(conn)
-            for variant in order if r % 2 == 0 else order[::-1]:
-                conn.execute("CHECKPOINT")  # neither pays for the other's dirty pages
-                t0 = time.perf_counter()
-                conn.execute(BULK_SQL.format(name=f"w_{variant}"), (1, bulk))
-                times[variant]["bulk"].append(time.perf_counter() - t0)
-            for op, sql in (
-                ("insert", "INSERT INTO {name} (id, subject, body) VALUES (%s, 's', 'b')"),
-                ("update", "UPDATE {name} SET body = 'c' || id WHERE id = %s"),
-            ):
-                for i in range(bulk + 1, bulk + single + 1):
-                    for variant in order if i % 2 == 0 else order[::-1]:
-                        t0 = time.perf_counter()
-                        conn.execute(sql.format(name=f"w_{variant}"), (i,))
-                        times[variant][op].append(time.perf_counter() - t0)
-            conn.execute("SELECT pgrag.remove_table_source('w_source')")
-            conn.execute("DELETE FROM pgrag.table_sources WHERE name = 'w_source'")
-    plain, source = times["plain"], times["source"]
-    single_ms = {
-        op: {
-            "plain": support.percentiles_ms(plain[op]),
-            "source": support.percentiles_ms(source[op]),
-        }
-        for op in ("insert", "update")
-    }
-    return {
-        "bulk_rows": bulk,
-        "rounds": rounds,
-        "bulk_s": {
-            "plain": statistics.median(plain["bulk"]),
-            "source": statistics.median(source["bulk"]),
-        },
-        "bulk_ratio": round(
-            statistics.median(source["bulk"]) / statistics.median(plain["bulk"]), 3
-        ),
-        "single_ms": single_ms,
-        "single_p95_added_ms": {
-            op: round(single_ms[op]["source"]["p95_ms"] - single_ms[op]["plain"]["p95_ms"], 3)
-            for op in ("insert", "update")
-        },
-    }
 
 
 async def unindexed_update(dsn: str, pool: Any, settings: Any) -> dict[str, Any]:
@@ -187,36 +122,76 @@ async def unindexed_update(dsn: str, pool: Any, settings: Any) -> dict[str, Any]
     return {"rows": 2000, "queue_entries": queued, "embedding_calls": provider.passages - before}
 
 
+# the changed row's document has all its vectors
+VECTORS_DONE_SQL = """
+SELECT d.vectors_pending = 0 AND EXISTS (SELECT 1 FROM pgrag.embeddings e
+                                         WHERE e.document_id = d.id)
+FROM pgrag.documents d WHERE d.path = %s
+"""
+
+
 async def change_latency(
-    dsn: str, pool: Any, settings: Any, rate: float, changes: int
+    dsn: str, pool: Any, settings: Any, rate: float, changes: int, model: str
 ) -> dict[str, Any]:
-    """A follower drains while a writer changes rows; each change's time to keyword hits."""
-    provider = HashEmbedder()
+    """A follower drains while a writer changes rows: each change's time to keyword hits
+    and to all its vectors, against the time the model takes to embed its text alone (the
+    target: the vectors follow the keyword hit by about that)."""
+    provider = support.local_provider() if model == "local" else HashEmbedder()
     with support.connect(dsn) as conn:
         conn.execute(TABLE_SQL.format(name="l_tickets"))
-        conn.execute("SELECT pgrag.add_table_source('l_tickets', ARRAY['body'])")
+        conn.execute(
+            "SELECT pgrag.add_table_source('l_tickets', ARRAY['body'], collection => 'changes')"
+        )
     follower = asyncio.create_task(service.follow(dsn, pool, provider, settings))
     search = SearchService(pool, provider)
-    waits: list[float] = []
+    keyword: list[float] = []
+    vectors: list[float] = []
+    texts: list[str] = []
     try:
         with support.connect(dsn) as conn:
             for i in range(changes):
                 word = f"zq{i:05d}marker"
+                (ticket,) = conn.execute(
+                    "SELECT " + TICKET_SQL + " FROM (SELECT %s::int AS g) x", (i,)
+                ).fetchone()
+                texts.append(f"Ticket about {word}: {ticket}")
                 t0 = time.perf_counter()
                 conn.execute(
                     "INSERT INTO l_tickets (id, subject, body) VALUES (%s, 's', %s)",
-                    (i, f"Ticket about {word}"),
+                    (i, texts[-1]),
                 )
-                while True:
-                    page = await search.search(SearchRequest(query=word, mode="keyword"))
-                    if page.data.results:
-                        break
-                    await asyncio.sleep(0.02)
-                waits.append(time.perf_counter() - t0)
-                await asyncio.sleep(max(0.0, 1 / rate - waits[-1]))
+                while not (
+                    await search.search(SearchRequest(query=word, mode="keyword"))
+                ).data.results:
+                    await asyncio.sleep(0.01)
+                keyword.append(time.perf_counter() - t0)
+                while not await _vectors_done(pool, f"tables/l_tickets/{i}"):
+                    await asyncio.sleep(0.01)
+                vectors.append(time.perf_counter() - t0)
+                await asyncio.sleep(max(0.0, 1 / rate - vectors[-1]))
     finally:
         follower.cancel()
-    return {"rate_per_s": rate, "changes": changes, **support.percentiles_ms(waits)}
+    embed = []
+    for text in texts:  # the same texts alone, the model warm
+        t0 = time.perf_counter()
+        await provider.embed_passages([text])
+        embed.append(time.perf_counter() - t0)
+    after = [v - k for v, k in zip(vectors, keyword, strict=True)]
+    return {
+        "rate_per_s": rate,
+        "changes": changes,
+        "model": provider.model,
+        **support.percentiles_ms(keyword),
+        "to_vectors": support.percentiles_ms(vectors),
+        "vectors_after_keyword": support.percentiles_ms(after),
+        "embedding_alone": support.percentiles_ms(embed),
+    }
+
+
+async def _vectors_done(pool: Any, path: str) -> bool:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(VECTORS_DONE_SQL, (path,))).fetchone()
+    return bool(row and row[0])
 
 
 async def backfill(dsn: str, pool: Any, settings: Any, rows: int) -> dict[str, Any]:
@@ -321,7 +296,7 @@ async def measure(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             out["unindexed_update"] = await unindexed_update(dsn, db.pool, settings)
         if "change_to_keyword" in only:
             out["change_to_keyword"] = await change_latency(
-                dsn, db.pool, settings, args.rate, args.changes
+                dsn, db.pool, settings, args.rate, args.changes, args.change_model
             )
         if "file_pipeline" in only:
             out["file_pipeline"] = await file_pipeline(dsn, db.pool, args.files)

@@ -28,9 +28,7 @@ DROP_SQL = "DROP INDEX {concurrently} IF EXISTS pgrag.{index}"
 DROP_AS_OWNER_SQL = "SELECT pgrag.drop_embedding_index(%s)"
 STATEMENT_SQL = "SELECT pgrag.embedding_index_sql(%s, true), pgrag.vector_search_path()"
 BUILD_AS_OWNER_SQL = "SELECT pgrag.ensure_embedding_index(%s)"
-MEMORY_SQL = "SELECT set_config('maintenance_work_mem', %s, false)"
-SEARCH_PATH_SQL = "SELECT set_config('search_path', %s, false)"
-RESET_SQL = ("RESET maintenance_work_mem", "RESET search_path")
+SET_SQL = "SELECT set_config(%s, %s, false)"
 # one build per set at a time, across pgrag processes (a session lock)
 TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended('pgrag.vector_index', %s))"
 UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended('pgrag.vector_index', %s))"
@@ -67,28 +65,38 @@ async def drop(conn: psycopg.AsyncConnection, set_id: int, *, concurrently: bool
 
 
 async def build(conn: psycopg.AsyncConnection, set_id: int, memory: str) -> bool:
-    """Build the set's index with `memory` of maintenance_work_mem (the graph built in
-    memory is several times faster than one spilling); False when another process is
-    building it. As the table's owner CONCURRENTLY (writes go on); as the application role
-    through pgrag.ensure_embedding_index, which holds writes to pgrag.embeddings meanwhile.
-    `conn` must be in autocommit mode (the pool's are)."""
+    """Build the set's index with `memory` of maintenance_work_mem (a graph built in memory
+    is several times faster than one spilling); False when another process is building
+    it. As the table's owner CONCURRENTLY (writes go on); as the application role through
+    pgrag.ensure_embedding_index, which holds writes to pgrag.embeddings meanwhile. A
+    parallel build that cannot get its shared memory (a container's small /dev/shm) is
+    done again by one process. `conn` must be in autocommit mode (the pool's are)."""
     if not await _scalar(conn, TRY_LOCK_SQL, (set_id,)):
         return False
     try:
-        if await state(conn, set_id) is IndexState.INVALID:  # a build that stopped midway
-            await drop(conn, set_id, concurrently=True)
-        await conn.execute(MEMORY_SQL, (memory,))
         try:
-            await _build_concurrently(conn, set_id)
-        except psycopg.errors.InsufficientPrivilege:
-            async with conn.transaction():
-                await conn.execute(BUILD_AS_OWNER_SQL, (set_id,))
-        finally:
-            for reset in RESET_SQL:
-                await conn.execute(reset)
+            await _build(conn, set_id, {"maintenance_work_mem": memory})
+        except (psycopg.errors.DiskFull, psycopg.errors.OutOfMemory):
+            serial = {"maintenance_work_mem": memory, "max_parallel_maintenance_workers": "0"}
+            await _build(conn, set_id, serial)
         return True
     finally:
         await conn.execute(UNLOCK_SQL, (set_id,))
+
+
+async def _build(conn: psycopg.AsyncConnection, set_id: int, settings: dict[str, str]) -> None:
+    if await state(conn, set_id) is IndexState.INVALID:  # a build that stopped midway
+        await drop(conn, set_id, concurrently=True)
+    for name, value in settings.items():
+        await conn.execute(SET_SQL, (name, value))
+    try:
+        await _build_concurrently(conn, set_id)
+    except psycopg.errors.InsufficientPrivilege:
+        async with conn.transaction():
+            await conn.execute(BUILD_AS_OWNER_SQL, (set_id,))
+    finally:
+        for name in [*settings, "search_path"]:
+            await conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
 
 
 async def _build_concurrently(conn: psycopg.AsyncConnection, set_id: int) -> None:
@@ -96,7 +104,7 @@ async def _build_concurrently(conn: psycopg.AsyncConnection, set_id: int) -> Non
     if row is None or row[0] is None:
         return  # the set is gone
     statement, search_path = row
-    await conn.execute(SEARCH_PATH_SQL, (search_path,))
+    await conn.execute(SET_SQL, ("search_path", search_path))
     # pgrag's own statement, composed by pgrag.embedding_index_sql from the set's catalogue row
     await conn.execute(cast(LiteralString, statement))
 
