@@ -13,7 +13,14 @@ from pgrag.db import migrations
 from pgrag.ingest import table_sync
 from pgrag.services import table_sources as service
 from tests.support.pools import vector_pool
-from tests.support.table_sources import execute, make_tickets, session, sync, tickets_source
+from tests.support.table_sources import (
+    TICKETS,
+    execute,
+    make_tickets,
+    session,
+    sync,
+    tickets_source,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -160,3 +167,23 @@ async def test_an_upgrade_moves_a_former_source_to_its_own_function(dsn: str) ->
         assert info.pending == 2
         (done,) = await sync(dsn, pool, provider)
         assert done.written == 2 and queue(dsn) == (0, 0)
+
+
+async def test_re_adding_with_another_key_replaces_the_old_keys_documents(dsn: str) -> None:
+    """Documents are named by key: a source added again with other key columns drops the
+    documents of the old key form (and any entry queued in it) and indexes every row under
+    the new one, with no row twice."""
+    make_tickets(dsn)
+    async with session(dsn) as (pool, provider):
+        await service.add_source(pool, tickets_source())
+        await sync(dsn, pool, provider)
+        execute(dsn, "ALTER TABLE tickets ADD COLUMN code text")
+        execute(dsn, "UPDATE tickets SET code = 'T-' || id")
+        execute(dsn, "CREATE UNIQUE INDEX tickets_code ON tickets (code)")
+        execute(dsn, "DELETE FROM tickets WHERE id = 2")  # queued in the old key form
+        await service.add_source(pool, tickets_source(id_columns=["code"]))
+        await sync(dsn, pool, provider)
+        (info,) = await service.list_sources(pool)
+        assert (info.rows_indexed, info.pending) == (len(TICKETS) - 1, 0)
+    docs = execute(dsn, "SELECT path FROM pgrag.documents ORDER BY path")
+    assert docs == [(f"tables/tickets/T-{t[0]}",) for t in sorted(TICKETS) if t[0] != 2]

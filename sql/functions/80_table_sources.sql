@@ -212,6 +212,11 @@ BEGIN
                updated_at = now()
          WHERE t.id = old.id;
         sid := old.id;
+        IF old.id_columns IS DISTINCT FROM keys OR old.relation <> rel THEN
+            -- documents are named by key: the old key form's go as after a TRUNCATE (the
+            -- drain deletes those whose row it cannot find), the backfill adds the new
+            INSERT INTO pgrag.source_queue (source_id, keys) VALUES (sid, NULL);
+        END IF;
     ELSE
         INSERT INTO pgrag.table_sources (name, relation, id_columns, text_columns, title_column,
                                          metadata_columns, collection, backfill_total,
