@@ -103,6 +103,11 @@ async def test_a_missing_index_is_built_by_the_next_drain(dsn: str) -> None:
         assert done.written == 0
         rebuilt = index(dsn)
         assert rebuilt is not None and rebuilt[1]
+        # what a concurrent build killed midway leaves: an index marked invalid
+        execute(dsn, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s", (rebuilt[0],))
+        await service.sync(pool, provider, settings(dsn))
+        again = index(dsn)
+        assert again is not None and again[1] and again[0] != rebuilt[0]
 
 
 async def test_a_parallel_build_short_of_shared_memory_is_done_by_one_process(dsn: str) -> None:

@@ -29,13 +29,21 @@ ADD_SQL = (
 )
 
 
+# a backfill of 500 rows or more builds the collection's vector index at its end
+INDEX_AT_END = {"PGRAG_BACKFILL_INDEX_ROWS": "500"}
+INDEX_SQL = """
+SELECT i.indisvalid FROM pg_index i JOIN pgrag.collections c
+ON i.indexrelid = to_regclass('pgrag.embeddings_hnsw_' || c.active_set_id)
+"""
+
+
 def cli(dsn: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         pgrag_cmd("--database-url", dsn, *HASH, *args),
         capture_output=True,
         text=True,
         timeout=600,
-        env=child_env(),
+        env=child_env(**INDEX_AT_END),
     )
     assert not check or done.returncode == 0, done.stderr
     return done
@@ -117,13 +125,37 @@ def test_two_serve_processes_drain_one_queue_while_writers_write(dsn: str) -> No
     consistent(dsn)
 
 
+def test_serve_builds_the_index_after_a_large_backfill_beside_its_drains(dsn: str) -> None:
+    """`pgrag serve` drains a 600-row backfill without the collection's vector index, then
+    builds it in the background while it goes on draining changes."""
+    make_tickets(dsn, [])
+    execute(
+        dsn,
+        "INSERT INTO tickets (id, subject, body, customer, priority)"
+        " SELECT g, 'T' || g, 'Row ' || g || ' body text', 'acme', 1 FROM generate_series(1, 600) g",
+    )
+    execute(dsn, ADD_SQL, ("default",))
+    with http_server(dsn, *HASH, env=INDEX_AT_END):
+        wait_until(lambda: indexed(dsn) == (600, 0, 600))
+        wait_until(lambda: execute(dsn, INDEX_SQL) == [(True,)])
+        _write(dsn, range(5000, 5010))  # changes after the build: indexed as usual
+        wait_until(lambda: indexed(dsn)[0] == indexed(dsn)[2] and indexed(dsn)[1] == 0)
+        wait_until(
+            lambda: (
+                execute(dsn, "SELECT count(*) FROM pgrag.documents WHERE vectors_pending > 0")
+                == [(0,)]
+            )
+        )
+    consistent(dsn)
+
+
 def _sync_killed(dsn: str, reached: Any) -> None:
     """`pgrag source sync`, SIGKILLed once `reached()` holds."""
     proc = subprocess.Popen(
         pgrag_cmd("--database-url", dsn, *HASH, "source", "sync"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=child_env(),
+        env=child_env(**INDEX_AT_END),
     )
     try:
         wait_until(lambda: reached() or proc.poll() is not None, timeout=300)
@@ -147,9 +179,11 @@ def test_sigkill_during_backfill_and_drain_then_resume(dsn: str) -> None:
     _sync_killed(dsn, lambda: indexed(dsn)[0] >= 150)
     (state,) = execute(dsn, "SELECT state, backfill_done FROM pgrag.table_sources")
     assert state[0] == "backfilling" and 0 < state[1] < rows  # killed half way
+    assert execute(dsn, INDEX_SQL) == []  # dropped before the backfill, not yet built
     cli(dsn, "source", "sync")
     assert indexed(dsn) == (rows, 0, rows)
     consistent(dsn)
+    assert execute(dsn, INDEX_SQL) == [(True,)]
 
     execute(dsn, "UPDATE tickets SET body = body || ' edited'")  # one statement, all rows
     assert indexed(dsn)[1] == rows

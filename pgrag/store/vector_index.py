@@ -2,7 +2,7 @@
 
 A large backfill builds it once at its end: an insert into a graph of 10⁵ vectors cost
 ~15 ms here against ~1.3 ms a vector for a bulk build with the graph in memory
-(docs/table-sources.md, "The vector index during a backfill")."""
+(docs/table-sources.md, "The vector index during a large backfill")."""
 
 from __future__ import annotations
 
