@@ -16,7 +16,7 @@ from pgrag.db.server_check import MIN_SERVER_VERSION, ensure_server_ready
 from pgrag.embeddings import make_provider
 from pgrag.errors import PgragError, setup_error
 from pgrag.settings import Settings, load_settings
-from pgrag.store import table_sources
+from pgrag.store import table_sources, vector_index
 from pgrag.store.collections import check_model, list_collections
 
 
@@ -163,7 +163,33 @@ async def _collection_checks(conn: Any, model: str, dims: int) -> list[Check]:
             )
         except PgragError as exc:
             checks.append(Check(f"collection {col.name}", False, str(exc)))
+        checks += await _index_check(conn, col.name, col.set_id)
     return checks
+
+
+async def _index_check(conn: Any, collection: str, set_id: int) -> list[Check]:
+    """The collection's vector index is there, or being built, or a backfill defers it."""
+    state = await vector_index.state(conn, set_id)
+    if state is vector_index.IndexState.VALID:
+        return []
+    name = f"vector index {collection}"
+    if phase := await vector_index.building(conn):
+        return [
+            Check(name, True, f"being built ({phase}); semantic search scans exactly", note=True)
+        ]
+    if left := await table_sources.backfill_left(conn, collection):
+        detail = (
+            f"built when the table backfill ends ({left} rows left); semantic search scans exactly"
+        )
+        return [Check(name, True, detail, note=True)]
+    return [
+        Check(
+            name,
+            False,
+            f"{state}: semantic search scans every vector; the next `pgrag source sync` or "
+            f"`SELECT pgrag.ensure_embedding_index({set_id})` as the schema owner builds it",
+        )
+    ]
 
 
 async def _source_checks(conn: Any) -> list[Check]:

@@ -5,10 +5,12 @@ a process stopped before building it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pgrag.doctor import run_checks
 from pgrag.ingest import table_sync
 from pgrag.services import table_sources as service
 from pgrag.settings import load_settings
@@ -88,7 +90,7 @@ async def test_a_small_backfill_keeps_the_index(dsn: str) -> None:
         assert done.written == 200 and index(dsn) == first
 
 
-async def test_a_missing_index_is_built_by_the_next_drain(dsn: str) -> None:
+async def test_a_missing_index_is_built_by_the_next_drain(dsn: str, tmp_path: Path) -> None:
     """A process stopped between the backfill and the build (or during a concurrent build,
     which leaves an invalid index): the next drain builds it, with nothing queued."""
     make_tickets(dsn, [])
@@ -99,10 +101,14 @@ async def test_a_missing_index_is_built_by_the_next_drain(dsn: str) -> None:
         ((set_id,),) = execute(dsn, "SELECT active_set_id FROM pgrag.collections")
         execute(dsn, f"DROP INDEX pgrag.embeddings_hnsw_{set_id}")
         assert index(dsn) is None
+        overrides = {"home": tmp_path, "database_url": dsn, "embedding_model": "hash/384"}
+        said = {c.name: c for c in await run_checks(overrides)}["vector index default"]
+        assert not said.ok and f"pgrag.ensure_embedding_index({set_id})" in said.detail
         (done,) = await service.sync(pool, provider, settings(dsn))
         assert done.written == 0
         rebuilt = index(dsn)
         assert rebuilt is not None and rebuilt[1]
+        assert "vector index default" not in {c.name for c in await run_checks(overrides)}
         # what a concurrent build killed midway leaves: an index marked invalid
         execute(dsn, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s", (rebuilt[0],))
         await service.sync(pool, provider, settings(dsn))

@@ -180,6 +180,8 @@ def test_sigkill_during_backfill_and_drain_then_resume(dsn: str) -> None:
     (state,) = execute(dsn, "SELECT state, backfill_done FROM pgrag.table_sources")
     assert state[0] == "backfilling" and 0 < state[1] < rows  # killed half way
     assert execute(dsn, INDEX_SQL) == []  # dropped before the backfill, not yet built
+    doctor = cli(dsn, "doctor", check=False).stderr
+    assert "vector index default" in doctor and "built when the table backfill ends" in doctor
     cli(dsn, "source", "sync")
     assert indexed(dsn) == (rows, 0, rows)
     consistent(dsn)

@@ -24,6 +24,11 @@ STATE_SQL = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)"
 VECTORS_SQL = """
 SELECT coalesce(sum(n), 0) FROM pgrag.language_sums WHERE collection_id = %s AND set_id = %s
 """
+# a CREATE INDEX on pgrag.embeddings under way (its phase; NULL to a role that may not see it)
+BUILDING_SQL = """
+SELECT coalesce(phase, 'under way') FROM pg_stat_progress_create_index
+WHERE relid = 'pgrag.embeddings'::regclass LIMIT 1
+"""
 DROP_SQL = "DROP INDEX {concurrently} IF EXISTS pgrag.{index}"
 DROP_AS_OWNER_SQL = "SELECT pgrag.drop_embedding_index(%s)"
 STATEMENT_SQL = "SELECT pgrag.embedding_index_sql(%s, true), pgrag.vector_search_path()"
@@ -49,6 +54,12 @@ async def state(conn: psycopg.AsyncConnection, set_id: int) -> IndexState:
 async def vectors(conn: psycopg.AsyncConnection, collection_id: int, set_id: int) -> int:
     row = await (await conn.execute(VECTORS_SQL, (collection_id, set_id))).fetchone()
     return int(row[0]) if row else 0
+
+
+async def building(conn: psycopg.AsyncConnection) -> str | None:
+    """The phase of an index build on pgrag.embeddings under way, if any."""
+    row = await (await conn.execute(BUILDING_SQL)).fetchone()
+    return str(row[0]) if row else None
 
 
 async def drop(conn: psycopg.AsyncConnection, set_id: int, *, concurrently: bool) -> None:
