@@ -11,8 +11,17 @@ import psycopg
 import pytest
 
 from pgrag.services import table_sources as service
+from pgrag.settings import load_settings
 from tests.support.citus import CitusCluster, fresh_database, migrate
-from tests.support.table_sources import execute, make_tickets, paths, search, session, sync
+from tests.support.table_sources import (
+    execute,
+    make_tickets,
+    paths,
+    search,
+    session,
+    sync,
+    tickets_source,
+)
 
 
 def test_local_tables_are_sources_and_distributed_or_reference_ones_are_refused(
@@ -59,3 +68,47 @@ def test_local_tables_are_sources_and_distributed_or_reference_ones_are_refused(
             assert (infos["notes"].rows_indexed, infos["notes"].pending) == (1, 0)
 
     asyncio.run(run())
+
+
+def test_a_large_backfill_on_the_cluster_builds_the_index_on_every_shard_at_its_end(
+    citus: CitusCluster,
+) -> None:
+    """pgrag.embeddings is distributed: the index is dropped and built through the
+    coordinator (Citus propagates both to every shard), valid on every worker after."""
+    url = fresh_database(citus)
+    asyncio.run(migrate(url, True))
+    make_tickets(url, [])
+    execute(
+        url,
+        "INSERT INTO tickets (id, subject, body, customer, priority) SELECT g, 'Ticket ' || g,"
+        " 'Printer error E' || g || ' on floor ' || (g %% 9), 'acme', 1"
+        " FROM generate_series(1, 300) g",
+    )
+    settings = load_settings(database_url=url, embedding_model="hash/384", backfill_index_rows=100)
+    shard_indexes = (  # the collection's index on each worker's shards: valid/all
+        "SELECT result FROM run_command_on_workers($$SELECT count(*) FILTER (WHERE i.indisvalid)"
+        " || '/' || count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname LIKE 'embeddings_hnsw_%%'$$) ORDER BY nodeport"
+    )
+    seen: list[list[tuple[str]]] = []
+
+    async def run() -> None:
+        async with session(url) as (pool, provider):
+            await service.add_source(pool, tickets_source(text_columns=["body"]))
+            (done,) = await service.sync(
+                pool, provider, settings, None, lambda _: seen.append(execute(url, shard_indexes))
+            )
+            assert (done.written, done.failure) == (300, None)
+            hits = await search(pool, provider, "Printer error E250 on floor 7", "semantic")
+            assert hits and hits[0].source is not None and hits[0].source.key == {"id": 250}
+
+    asyncio.run(run())
+    assert seen and all(r == [("0/0",), ("0/0",)] for r in seen)  # none while vectors went in
+    ((set_id,),) = execute(url, "SELECT active_set_id FROM pgrag.collections")
+    ((valid,),) = execute(
+        url,
+        f"SELECT indisvalid FROM pg_index WHERE indexrelid = 'pgrag.embeddings_hnsw_{set_id}'::regclass",
+    )
+    assert valid
+    after = [r[0] for r in execute(url, shard_indexes)]
+    assert all(n.split("/")[0] == n.split("/")[1] != "0" for n in after), after
