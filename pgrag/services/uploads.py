@@ -23,6 +23,9 @@ from pgrag.services.ingestion import make_ingestor
 log = logging.getLogger(__name__)
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+# the ingestions under way: the event loop keeps only a weak reference to a task, so one
+# nobody holds may be collected before it ends
+_RUNNING: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,9 @@ def _checked_name(file_name: str | None) -> str:
 def start_ingestion(context: AppContext, root: Path, name: str, collection: str) -> None:
     """Ingest file `name` (a path inside `root`) in the background; its outcome is the
     document's status."""
-    asyncio.get_running_loop().create_task(_ingest(context, root, name, collection))
+    task = asyncio.get_running_loop().create_task(_ingest(context, root, name, collection))
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
 
 
 async def _ingest(context: AppContext, root: Path, name: str, collection: str) -> None:
